@@ -1,0 +1,248 @@
+//! The task engine: creating tasks and serving `tasks/get`, `tasks/update` and `tasks/cancel`
+//! over the store and queue ports. Stateless: any instance can serve any call.
+//!
+//! Every change is read → decide with [`crate::task`] → conditional write; a lost race is
+//! re-read and decided again, so concurrent callers and workers never overwrite each other.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::clock::now_ms;
+use crate::protocol::McpError;
+use crate::queue::{WorkKind, WorkMessage, WorkQueue};
+use crate::store::{StoreError, TaskStore};
+use crate::task::{TaskRecord, TaskStatus, is_valid_task_id, new_task_id};
+
+/// How many times a conditional write is retried after losing a race before giving up.
+const MAX_RACES: usize = 16;
+
+/// Task settings.
+#[derive(Debug, Clone)]
+pub struct TaskSettings {
+    /// `ttlMs` of new tasks (`None`: unlimited).
+    pub ttl_ms: Option<u64>,
+    /// `pollIntervalMs` of new tasks, within 250..=30000.
+    pub poll_interval_ms: u64,
+}
+
+impl Default for TaskSettings {
+    fn default() -> Self {
+        Self {
+            ttl_ms: Some(24 * 3600 * 1000),
+            poll_interval_ms: 1000,
+        }
+    }
+}
+
+/// Creates tasks and serves the `tasks/*` methods.
+#[derive(Clone)]
+pub struct Engine {
+    store: Arc<dyn TaskStore>,
+    queue: Arc<dyn WorkQueue>,
+    settings: TaskSettings,
+}
+
+/// Logs a store failure and returns the fixed client-facing error.
+fn internal(context: &str, e: StoreError) -> McpError {
+    tracing::error!(error = %e, "{context}");
+    McpError::internal()
+}
+
+impl Engine {
+    /// An engine over the given ports.
+    pub fn new(
+        store: Arc<dyn TaskStore>,
+        queue: Arc<dyn WorkQueue>,
+        mut settings: TaskSettings,
+    ) -> Self {
+        settings.poll_interval_ms = settings.poll_interval_ms.clamp(250, 30_000);
+        Self {
+            store,
+            queue,
+            settings,
+        }
+    }
+
+    /// The store port.
+    pub fn store(&self) -> &Arc<dyn TaskStore> {
+        &self.store
+    }
+
+    /// The queue port.
+    pub fn queue(&self) -> &Arc<dyn WorkQueue> {
+        &self.queue
+    }
+
+    /// Persists a new task, then enqueues its start. The record is durable and readable before
+    /// this returns, so the caller may answer with `CreateTaskResult`. A failed enqueue is
+    /// logged, not returned: the task is stored, and the orphan sweep will enqueue it.
+    pub async fn create_task(
+        &self,
+        tenant: &str,
+        tool: &str,
+        arguments: Value,
+        checkpoint: Value,
+        client_capabilities: Value,
+    ) -> Result<TaskRecord, McpError> {
+        let mut task = TaskRecord::new(
+            tenant,
+            new_task_id(),
+            tool,
+            arguments,
+            self.settings.ttl_ms,
+            self.settings.poll_interval_ms,
+            client_capabilities,
+        );
+        task.checkpoint = checkpoint;
+        match self.store.create(&task).await {
+            Ok(()) => {}
+            Err(StoreError::TooLarge(n)) => {
+                return Err(McpError::invalid_params(format!(
+                    "Arguments too large to run as a task ({n} bytes)"
+                )));
+            }
+            Err(e) => return Err(internal("storing a new task failed", e)),
+        }
+        tracing::info!(task_id = %task.task_id, tool, "task.created");
+        self.send(&task, WorkKind::Start).await;
+        Ok(task)
+    }
+
+    async fn send(&self, task: &TaskRecord, kind: WorkKind) {
+        let msg = WorkMessage {
+            tenant: task.tenant.clone(),
+            task_id: task.task_id.clone(),
+            kind,
+        };
+        if let Err(e) = self.queue.enqueue(msg, Duration::ZERO).await {
+            tracing::warn!(task_id = %task.task_id, error = %e, "enqueue failed; the sweep will retry");
+        }
+    }
+
+    /// Reads a task of `tenant`. Unknown, expired and foreign tasks give the same error.
+    pub async fn get(&self, tenant: &str, task_id: &str) -> Result<TaskRecord, McpError> {
+        if !is_valid_task_id(task_id) {
+            return Err(McpError::task_not_found());
+        }
+        match self.store.get(tenant, task_id).await {
+            Ok(Some(t)) if !t.is_expired(now_ms()) => Ok(t),
+            Ok(_) => Err(McpError::task_not_found()),
+            Err(e) => Err(internal("reading a task failed", e)),
+        }
+    }
+
+    /// `tasks/update`: records answers for outstanding keys, resumes the job when nothing is
+    /// outstanding. Idempotent: unknown or already answered keys change nothing.
+    pub async fn update(
+        &self,
+        tenant: &str,
+        task_id: &str,
+        responses: &Map<String, Value>,
+    ) -> Result<(), McpError> {
+        for _ in 0..MAX_RACES {
+            let mut task = self.get(tenant, task_id).await?;
+            if !task.answer(responses) {
+                return Ok(());
+            }
+            match self.store.update(&task).await {
+                Ok(_) => {
+                    if task.status == TaskStatus::Working {
+                        self.send(&task, WorkKind::Resume).await;
+                    }
+                    return Ok(());
+                }
+                Err(StoreError::Conflict) => continue,
+                Err(StoreError::TooLarge(_)) => {
+                    return Err(McpError::invalid_params(
+                        "Input responses too large to store",
+                    ));
+                }
+                Err(e) => return Err(internal("updating a task failed", e)),
+            }
+        }
+        Err(McpError::internal())
+    }
+
+    /// `tasks/cancel`: sets the cancel flag; a task waiting for input is cancelled at once,
+    /// a running one by its worker within about a second. Terminal tasks are acked unchanged.
+    pub async fn cancel(&self, tenant: &str, task_id: &str) -> Result<(), McpError> {
+        for _ in 0..MAX_RACES {
+            let mut task = self.get(tenant, task_id).await?;
+            if task.status.is_terminal() || (task.cancel_requested && task.status == TaskStatus::Working) {
+                return Ok(());
+            }
+            task.cancel_requested = true;
+            if task.status == TaskStatus::InputRequired {
+                // No worker runs while the task waits for input.
+                let _ = task.cancel();
+            } else {
+                task.touch();
+            }
+            match self.store.update(&task).await {
+                Ok(_) => {
+                    tracing::info!(task_id, "task.cancel_requested");
+                    return Ok(());
+                }
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(internal("cancelling a task failed", e)),
+            }
+        }
+        Err(McpError::internal())
+    }
+
+    /// Start-up recovery for a store this process owns alone (the embedded store): every
+    /// lease belongs to a process that is gone, so it is released and the task re-enqueued.
+    pub async fn recover(&self) -> Result<usize, StoreError> {
+        let keys = self.store.list_active(usize::MAX).await?;
+        let mut n = 0;
+        for k in keys {
+            let Some(mut task) = self.store.get(&k.tenant, &k.task_id).await? else {
+                continue;
+            };
+            if task.lease.take().is_some() {
+                match self.store.update(&task).await {
+                    Ok(_) | Err(StoreError::Conflict) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            if task.status == TaskStatus::Working {
+                self.send(&task, WorkKind::Recover).await;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// The orphan sweep: re-enqueues `working` tasks that no live worker holds and that have
+    /// not moved for `stale`. Duplicates are harmless (the lease drops them).
+    pub async fn sweep(&self, stale: Duration) -> Result<usize, StoreError> {
+        let now = now_ms();
+        let stale_ms = stale.as_millis() as u64;
+        let mut n = 0;
+        for k in self.store.list_active(10_000).await? {
+            let Some(task) = self.store.get(&k.tenant, &k.task_id).await? else {
+                continue;
+            };
+            let unheld = task.lease.as_ref().is_none_or(|l| l.expires_at_ms <= now);
+            if task.status == TaskStatus::Working
+                && unheld
+                && now.saturating_sub(task.last_updated_at_ms) >= stale_ms
+            {
+                self.send(&task, WorkKind::Recover).await;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Deletes tasks past their `ttlMs` (reads already treat them as absent).
+    pub async fn purge_expired(&self) -> Result<usize, StoreError> {
+        let keys = self.store.list_expired(now_ms(), 1000).await?;
+        for k in &keys {
+            self.store.delete(&k.tenant, &k.task_id).await?;
+        }
+        Ok(keys.len())
+    }
+}

@@ -1,0 +1,657 @@
+//! The HTTP-agnostic MCP endpoint: one [`McpService::handle`] takes a request (method, path,
+//! headers, body) and returns a [`Reply`]. The local server and the Lambda functions both
+//! wrap this one function ([`crate::http`]), so the wire behaviour exists once.
+//!
+//! This is also the one place where errors become bytes: every [`McpError`] found below is
+//! turned into a JSON-RPC error body with its HTTP status in [`McpService::handle`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method};
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use crate::engine::Engine;
+use crate::jobs::{JobContext, JobError, ProgressSink, Step};
+use crate::protocol::envelope::{self, Incoming, Request};
+use crate::protocol::headers::{check_params, expect_header, header_value, mirrored_params};
+use crate::protocol::state::{RoundState, StateSealer, args_digest};
+use crate::protocol::{
+    HEADER_MISMATCH, McpError, MISSING_CAPABILITY, RequestMeta, SUPPORTED_VERSIONS,
+    TASKS_EXTENSION, UNSUPPORTED_VERSION, failure, result_meta, success,
+};
+use crate::tools::{Policy, Preflight, Registry, Tool};
+
+/// Most input responses accepted in one request.
+pub const MAX_INPUT_RESPONSES: usize = 64;
+
+/// Endpoint settings.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// `serverInfo.name`.
+    pub server_name: String,
+    /// `serverInfo.version`.
+    pub server_version: String,
+    /// Path of the MCP endpoint.
+    pub endpoint_path: String,
+    /// How long an inline (synchronous) tool call may run.
+    pub sync_budget: Duration,
+    /// Largest request body.
+    pub max_body_bytes: usize,
+    /// Host names (without port) accepted in `Host` and `Origin`; empty accepts any (behind a
+    /// gateway that already checks them).
+    pub allowed_hosts: Vec<String>,
+    /// Tenant of every request until authentication lands.
+    pub tenant: String,
+    /// `server/discover` and `tools/list` freshness hint.
+    pub list_ttl_ms: u64,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        Self {
+            server_name: "mcp-tasks".into(),
+            server_version: env!("CARGO_PKG_VERSION").into(),
+            endpoint_path: "/mcp".into(),
+            sync_budget: Duration::from_secs(25),
+            max_body_bytes: 4 * 1024 * 1024,
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
+            tenant: "local".into(),
+            list_ttl_ms: 300_000,
+        }
+    }
+}
+
+/// An HTTP request, as either host delivers it.
+#[derive(Debug)]
+pub struct HttpRequest {
+    /// HTTP method.
+    pub method: Method,
+    /// Request path (no query).
+    pub path: String,
+    /// Headers.
+    pub headers: HeaderMap,
+    /// Body.
+    pub body: Bytes,
+}
+
+/// What to send back.
+#[derive(Debug)]
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// Extra headers.
+    pub headers: Vec<(&'static str, String)>,
+    /// Body.
+    pub body: ReplyBody,
+}
+
+/// A reply body.
+#[derive(Debug)]
+pub enum ReplyBody {
+    /// No body.
+    Empty,
+    /// One JSON document (`application/json`).
+    Json(Value),
+    /// Server-sent events: each value is one JSON-RPC message; the last is the response.
+    Sse(mpsc::Receiver<Value>),
+}
+
+impl Reply {
+    fn json(status: u16, body: Value) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body: ReplyBody::Json(body),
+        }
+    }
+
+    fn empty(status: u16) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body: ReplyBody::Empty,
+        }
+    }
+
+    fn error(id: Option<&Value>, e: &McpError) -> Self {
+        Self::json(e.status, failure(id, &e.error))
+    }
+}
+
+/// How a `tools/call` ends, before it becomes a response.
+enum CallOutcome {
+    /// A result map (CallToolResult, InputRequiredResult or CreateTaskResult).
+    Result(Map<String, Value>),
+    /// A JSON-RPC error.
+    Error(McpError),
+}
+
+/// The MCP endpoint.
+pub struct McpService {
+    config: ServiceConfig,
+    engine: Engine,
+    tools: Arc<Registry>,
+    sealer: StateSealer,
+    meta: Value,
+    discover: Map<String, Value>,
+    tools_list: Map<String, Value>,
+}
+
+/// Sets `resultType` (unless present) and the server's `_meta` on a result.
+fn finish(mut m: Map<String, Value>, result_type: &str, meta: &Value) -> Map<String, Value> {
+    m.entry("resultType")
+        .or_insert_with(|| Value::String(result_type.to_owned()));
+    m.insert("_meta".into(), meta.clone());
+    m
+}
+
+/// The HTTP status of an error a tool or job raised itself.
+fn status_for(code: i64) -> u16 {
+    match code {
+        HEADER_MISMATCH | MISSING_CAPABILITY | UNSUPPORTED_VERSION => 400,
+        _ => 200,
+    }
+}
+
+impl McpService {
+    /// A service over an engine and a tool registry.
+    pub fn new(
+        config: ServiceConfig,
+        engine: Engine,
+        tools: Arc<Registry>,
+        sealer: StateSealer,
+    ) -> Self {
+        let meta = result_meta(&config.server_name, &config.server_version);
+        let mut discover = Map::new();
+        discover.insert("supportedVersions".into(), json!(SUPPORTED_VERSIONS));
+        discover.insert(
+            "capabilities".into(),
+            json!({"tools": {}, "extensions": {TASKS_EXTENSION: {}}}),
+        );
+        discover.insert(
+            "instructions".into(),
+            json!("Long-running tools return a durable task: poll tasks/get (honour pollIntervalMs), \
+                   answer input requests with tasks/update, stop with tasks/cancel."),
+        );
+        discover.insert("ttlMs".into(), json!(config.list_ttl_ms));
+        discover.insert("cacheScope".into(), json!("public"));
+        let discover = finish(discover, "complete", &meta);
+        let mut list = Map::new();
+        list.insert("tools".into(), tools.list().clone());
+        list.insert("ttlMs".into(), json!(config.list_ttl_ms));
+        list.insert("cacheScope".into(), json!("public"));
+        let tools_list = finish(list, "complete", &meta);
+        Self {
+            config,
+            engine,
+            tools,
+            sealer,
+            meta,
+            discover,
+            tools_list,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServiceConfig {
+        &self.config
+    }
+
+    /// Serves one HTTP request.
+    pub async fn handle(self: &Arc<Self>, req: HttpRequest) -> Reply {
+        if req.path != self.config.endpoint_path {
+            return Reply::error(None, &McpError::method_not_found(&req.path).with_status(404));
+        }
+        if let Err(e) = self.check_host(&req.headers) {
+            return Reply::error(None, &e);
+        }
+        if req.method != Method::POST {
+            let mut r = Reply::error(
+                None,
+                &McpError::invalid_request("Only POST is supported on this endpoint")
+                    .with_status(405),
+            );
+            r.headers.push(("allow", "POST".into()));
+            return r;
+        }
+        let content_type = req
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if !content_type
+            .split(';')
+            .next()
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        {
+            return Reply::error(
+                None,
+                &McpError::invalid_request("Content-Type must be application/json")
+                    .with_status(415),
+            );
+        }
+        if req.body.len() > self.config.max_body_bytes {
+            return Reply::error(None, &McpError::too_large(self.config.max_body_bytes));
+        }
+        let request = match envelope::parse(&req.body) {
+            Ok(Incoming::Request(r)) => r,
+            Ok(Incoming::Notification { method }) => {
+                tracing::debug!(method = %crate::protocol::truncate(&method, 64), "notification accepted");
+                return Reply::empty(202);
+            }
+            Err((id, e)) => return Reply::error(id.as_ref(), &e),
+        };
+        let sse_ok = accepts_sse(&req.headers);
+        match self.dispatch(&request, &req.headers, sse_ok).await {
+            Ok(reply) => reply,
+            Err(e) => {
+                if e.error.code == crate::protocol::INTERNAL_ERROR {
+                    tracing::warn!(method = %request.method, "request failed with an internal error");
+                }
+                Reply::error(Some(&request.id), &e)
+            }
+        }
+    }
+
+    /// DNS-rebinding protection: `Host` and `Origin` must name an allowed host.
+    fn check_host(&self, headers: &HeaderMap) -> Result<(), McpError> {
+        if self.config.allowed_hosts.is_empty() {
+            return Ok(());
+        }
+        let allowed = |host: &str| {
+            let name = strip_port(host);
+            self.config
+                .allowed_hosts
+                .iter()
+                .any(|a| a.eq_ignore_ascii_case(name))
+        };
+        if let Some(host) = headers.get(http::header::HOST).and_then(|h| h.to_str().ok())
+            && !allowed(host)
+        {
+            return Err(McpError::invalid_request("Host not allowed").with_status(403));
+        }
+        if let Some(origin) = headers.get(http::header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("");
+            let host = origin.split_once("://").map_or("", |(_, rest)| rest);
+            let host = host.split('/').next().unwrap_or("");
+            if origin == "null" || !allowed(host) {
+                return Err(McpError::invalid_request("Origin not allowed").with_status(403));
+            }
+        }
+        Ok(())
+    }
+
+    async fn dispatch(
+        self: &Arc<Self>,
+        req: &Request,
+        headers: &HeaderMap,
+        sse_ok: bool,
+    ) -> Result<Reply, McpError> {
+        let method = req.method.as_str();
+        if !matches!(
+            method,
+            "server/discover" | "tools/list" | "tools/call" | "tasks/get" | "tasks/update" | "tasks/cancel"
+        ) {
+            return Err(McpError::method_not_found(method));
+        }
+        let meta = envelope::read_meta(&req.params)?;
+        if !SUPPORTED_VERSIONS.contains(&meta.protocol_version.as_str()) {
+            return Err(McpError::unsupported_version(&meta.protocol_version));
+        }
+        expect_header(headers, "mcp-protocol-version", &meta.protocol_version, true)?;
+        expect_header(headers, "mcp-method", method, true)?;
+        let tenant = self.config.tenant.clone();
+        let ok = |m: Map<String, Value>| Ok(Reply::json(200, success(&req.id, m)));
+        match method {
+            "server/discover" => ok(self.discover.clone()),
+            "tools/list" => {
+                if let Some(c) = req.params.get("cursor").filter(|c| !c.is_null()) {
+                    let _ = c;
+                    return Err(McpError::invalid_params("Unknown cursor"));
+                }
+                ok(self.tools_list.clone())
+            }
+            "tools/call" => {
+                let name = match req.params.get("name") {
+                    Some(Value::String(n)) => n.clone(),
+                    _ => return Err(McpError::invalid_params("params.name must be a string")),
+                };
+                expect_header(headers, "mcp-name", &name, true)?;
+                self.call_tool(req, headers, &tenant, &name, meta, sse_ok)
+                    .await
+            }
+            _ => {
+                // tasks/get, tasks/update, tasks/cancel
+                let task_id = match req.params.get("taskId") {
+                    Some(Value::String(t)) => t.clone(),
+                    _ => return Err(McpError::invalid_params("params.taskId must be a string")),
+                };
+                expect_header(headers, "mcp-name", &task_id, false)?;
+                if !meta.declares_tasks() {
+                    return Err(McpError::tasks_extension_required(format!(
+                        "{method} requires the {TASKS_EXTENSION} extension to be declared on the request"
+                    )));
+                }
+                match method {
+                    "tasks/get" => {
+                        let task = self.engine.get(&tenant, &task_id).await?;
+                        ok(finish(task.to_detailed(), "complete", &self.meta))
+                    }
+                    "tasks/update" => {
+                        let responses = match req.params.get("inputResponses") {
+                            Some(Value::Object(r)) => r,
+                            _ => {
+                                return Err(McpError::invalid_params(
+                                    "params.inputResponses must be an object",
+                                ));
+                            }
+                        };
+                        if responses.len() > MAX_INPUT_RESPONSES {
+                            return Err(McpError::invalid_params(format!(
+                                "At most {MAX_INPUT_RESPONSES} input responses per request"
+                            )));
+                        }
+                        self.engine.update(&tenant, &task_id, responses).await?;
+                        ok(finish(Map::new(), "complete", &self.meta))
+                    }
+                    _ => {
+                        self.engine.cancel(&tenant, &task_id).await?;
+                        ok(finish(Map::new(), "complete", &self.meta))
+                    }
+                }
+            }
+        }
+    }
+
+    async fn call_tool(
+        self: &Arc<Self>,
+        req: &Request,
+        headers: &HeaderMap,
+        tenant: &str,
+        name: &str,
+        meta: RequestMeta,
+        sse_ok: bool,
+    ) -> Result<Reply, McpError> {
+        let Some(tool) = self.tools.get(name).cloned() else {
+            return Err(McpError::invalid_params(format!(
+                "Unknown tool: {}",
+                crate::protocol::truncate(name, 64)
+            )));
+        };
+        let arguments = match req.params.get("arguments") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(a)) => a.clone(),
+            Some(_) => return Err(McpError::invalid_params("params.arguments must be an object")),
+        };
+        check_params(headers, &mirrored_params(&tool.def().input_schema), &arguments)?;
+        let arguments = Value::Object(arguments);
+        let responses = match req.params.get("inputResponses") {
+            None => None,
+            Some(Value::Object(r)) if r.len() <= MAX_INPUT_RESPONSES => Some(r.clone()),
+            Some(Value::Object(_)) => {
+                return Err(McpError::invalid_params(format!(
+                    "At most {MAX_INPUT_RESPONSES} input responses per request"
+                )));
+            }
+            Some(_) => return Err(McpError::invalid_params("params.inputResponses must be an object")),
+        };
+        let state = match req.params.get("requestState") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(self.open_state(s, tenant, name, &arguments)?),
+            Some(_) => return Err(McpError::invalid_params("params.requestState must be a string")),
+        };
+        // Answers: those carried in the state, plus new ones for keys that are outstanding
+        // (without a state, every answer is offered to the job, which looks up its own keys).
+        let mut inputs = Map::new();
+        let mut checkpoint = Value::Null;
+        if let Some(s) = &state {
+            inputs.extend(s.answers.clone());
+            checkpoint = s.checkpoint.clone();
+        }
+        if let Some(r) = &responses {
+            for (k, v) in r {
+                if state.as_ref().is_none_or(|s| s.outstanding.contains(k)) {
+                    inputs.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        let policy = tool.def().policy;
+        let as_task = match policy {
+            Policy::Sync => false,
+            Policy::Optional => meta.declares_tasks(),
+            Policy::TaskOnly if meta.declares_tasks() => true,
+            Policy::TaskOnly => {
+                return Err(McpError::tasks_extension_required(format!(
+                    "Tool {name} only runs as a task: declare the {TASKS_EXTENSION} extension"
+                )));
+            }
+        };
+        let sink = match (&meta.progress_token, sse_ok && !as_task) {
+            (Some(_), true) => None, // built below, with the stream
+            _ => Some(ProgressSink::latest_only()),
+        };
+        let make_ctx = |sink: ProgressSink| {
+            JobContext::new(
+                arguments.clone(),
+                checkpoint.clone(),
+                inputs.clone(),
+                meta.client_capabilities.clone(),
+                sink,
+            )
+        };
+        if as_task {
+            let ctx = make_ctx(ProgressSink::latest_only());
+            let outcome = match tool.preflight(&ctx).await {
+                Ok(Preflight::Proceed(cp)) => {
+                    let task = self
+                        .engine
+                        .create_task(
+                            tenant,
+                            name,
+                            arguments.clone(),
+                            cp,
+                            meta.client_capabilities.clone(),
+                        )
+                        .await?;
+                    CallOutcome::Result(finish(task.to_create_result(), "task", &self.meta))
+                }
+                Ok(Preflight::NeedInput(reqs)) => {
+                    self.input_required(tenant, name, &arguments, &ctx, reqs.into_iter().collect())
+                }
+                Err(e) => self.job_error(e),
+            };
+            return Ok(self.respond(&req.id, outcome));
+        }
+        match sink {
+            Some(sink) => {
+                let ctx = make_ctx(sink);
+                let outcome = self.run_inline(&tool, ctx, tenant, name, &arguments).await;
+                Ok(self.respond(&req.id, outcome))
+            }
+            None => {
+                // Stream progress as SSE, then the response.
+                let (tx, rx) = mpsc::channel::<Value>(64);
+                let token = meta.progress_token.clone().unwrap_or(Value::Null);
+                let ptx = tx.clone();
+                let sink = ProgressSink::streaming(move |p| {
+                    let mut params = json!({"progressToken": token, "progress": p.progress});
+                    if let Some(t) = p.total {
+                        params["total"] = json!(t);
+                    }
+                    if let Some(m) = &p.message {
+                        params["message"] = json!(m);
+                    }
+                    let _ = ptx.try_send(
+                        json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}),
+                    );
+                });
+                let ctx = make_ctx(sink);
+                let this = self.clone();
+                let id = req.id.clone();
+                let tenant = tenant.to_owned();
+                let name = name.to_owned();
+                tokio::spawn(async move {
+                    let outcome = this.run_inline(&tool, ctx, &tenant, &name, &arguments).await;
+                    let msg = match outcome {
+                        CallOutcome::Result(m) => success(&id, m),
+                        CallOutcome::Error(e) => failure(Some(&id), &e.error),
+                    };
+                    let _ = tx.send(msg).await;
+                });
+                Ok(Reply {
+                    status: 200,
+                    headers: vec![("x-accel-buffering", "no".into())],
+                    body: ReplyBody::Sse(rx),
+                })
+            }
+        }
+    }
+
+    fn respond(&self, id: &Value, outcome: CallOutcome) -> Reply {
+        match outcome {
+            CallOutcome::Result(m) => Reply::json(200, success(id, m)),
+            CallOutcome::Error(e) => Reply::error(Some(id), &e),
+        }
+    }
+
+    fn open_state(
+        &self,
+        sealed: &str,
+        tenant: &str,
+        tool: &str,
+        arguments: &Value,
+    ) -> Result<RoundState, McpError> {
+        match self.sealer.open(sealed) {
+            Some(s) if s.tenant == tenant && s.tool == tool && s.args == args_digest(arguments) => {
+                Ok(s)
+            }
+            _ => Err(McpError::invalid_params(
+                "requestState is invalid, altered, or belongs to another call",
+            )),
+        }
+    }
+
+    /// An `InputRequiredResult`, with everything the next round needs sealed in `requestState`.
+    fn input_required(
+        &self,
+        tenant: &str,
+        tool: &str,
+        arguments: &Value,
+        ctx: &JobContext,
+        requests: Map<String, Value>,
+    ) -> CallOutcome {
+        let state = RoundState {
+            tenant: tenant.to_owned(),
+            tool: tool.to_owned(),
+            args: args_digest(arguments),
+            checkpoint: ctx.raw_checkpoint().clone(),
+            answers: ctx.inputs().clone(),
+            outstanding: requests.keys().cloned().collect(),
+        };
+        let mut m = Map::new();
+        m.insert("resultType".into(), json!("input_required"));
+        m.insert("inputRequests".into(), Value::Object(requests));
+        m.insert("requestState".into(), json!(self.sealer.seal(&state)));
+        CallOutcome::Result(finish(m, "input_required", &self.meta))
+    }
+
+    fn job_error(&self, e: JobError) -> CallOutcome {
+        match e {
+            JobError::InvalidParams(m) => CallOutcome::Error(McpError::invalid_params(m)),
+            JobError::Tool(m) => CallOutcome::Result(finish(
+                crate::jobs::tool_error_result(m).as_object().cloned().unwrap_or_default(),
+                "complete",
+                &self.meta,
+            )),
+            JobError::Protocol(err) => CallOutcome::Error(McpError {
+                status: status_for(err.code),
+                error: err,
+            }),
+        }
+    }
+
+    /// Runs a job inline for a synchronous call, within the budget.
+    async fn run_inline(
+        &self,
+        tool: &Arc<dyn Tool>,
+        mut ctx: JobContext,
+        tenant: &str,
+        name: &str,
+        arguments: &Value,
+    ) -> CallOutcome {
+        let policy = tool.def().policy;
+        let run = async {
+            match tool.preflight(&ctx).await {
+                Ok(Preflight::Proceed(cp)) => {
+                    if ctx.raw_checkpoint().is_null() && !cp.is_null() {
+                        ctx.set_checkpoint(cp);
+                    }
+                }
+                Ok(Preflight::NeedInput(reqs)) => return Ok(Step::NeedInput(reqs)),
+                Err(e) => return Err(e),
+            }
+            loop {
+                match tool.step(&ctx).await? {
+                    Step::Continue(cp) => ctx.set_checkpoint(cp),
+                    other => return Ok(other),
+                }
+            }
+        };
+        let out = tokio::time::timeout(self.config.sync_budget, run).await;
+        match out {
+            Ok(Ok(Step::Done(result))) => {
+                let m = result.as_object().cloned().unwrap_or_default();
+                CallOutcome::Result(finish(m, "complete", &self.meta))
+            }
+            Ok(Ok(Step::NeedInput(reqs))) => {
+                self.input_required(tenant, name, arguments, &ctx, reqs.into_iter().collect())
+            }
+            Ok(Ok(Step::Continue(_))) => unreachable!("the loop only returns final steps"),
+            Ok(Err(e)) => self.job_error(e),
+            Err(_) if policy == Policy::Optional => CallOutcome::Error(
+                McpError::tasks_extension_required(format!(
+                    "Tool {name} needs longer than the synchronous budget: declare the \
+                     {TASKS_EXTENSION} extension to run it as a task"
+                )),
+            ),
+            Err(_) => CallOutcome::Error(McpError::internal_with("The tool did not finish in time")),
+        }
+    }
+}
+
+/// Whether the client accepts an SSE response.
+fn accepts_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"))
+}
+
+/// `host:port` → `host` (IPv6 literals keep their brackets).
+fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.split_inclusive(']').next().unwrap_or(host);
+    }
+    host.split(':').next().unwrap_or(host)
+}
+
+/// Reads a header as text, for callers outside this module.
+pub fn header(headers: &HeaderMap, name: &str) -> Option<String> {
+    header_value(headers, name).ok().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_are_stripped_from_hosts() {
+        assert_eq!(strip_port("localhost:8787"), "localhost");
+        assert_eq!(strip_port("[::1]:80"), "[::1]");
+        assert_eq!(strip_port("127.0.0.1"), "127.0.0.1");
+    }
+}

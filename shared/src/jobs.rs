@@ -1,0 +1,227 @@
+//! The step-wise job API every tool implements.
+//!
+//! A job runs as a sequence of bounded steps. Each step reads its arguments, its checkpoint and
+//! the answers received so far from a [`JobContext`] and returns a [`Step`]:
+//! *continue* with a new checkpoint, *need input* (a map of input requests), or *done* with a
+//! `CallToolResult`; or a [`JobError`]. The same job runs
+//! - as a task, driven by [`crate::worker::Worker`] (checkpoints persisted, resumable after a
+//!   crash or across Lambda invocations, input asked through `tasks/get`/`tasks/update`), or
+//! - inline for a synchronous `tools/call` (input asked through SEP-2322 `InputRequiredResult`
+//!   rounds, the checkpoint travelling in the sealed `requestState`).
+//!
+//! A step that asked for input is run again, with the same checkpoint, once answers arrive, so
+//! it must look at [`JobContext::input`] before asking. Steps should stay short (about a second
+//! or less); long waits are fine as they are cancelled by dropping the step's future.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use crate::protocol::ErrorObject;
+
+/// What one step decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// More to do; the value is the new checkpoint.
+    Continue(Value),
+    /// Ask the client: key → `{method, params}` input request.
+    NeedInput(BTreeMap<String, Value>),
+    /// Finished with a `CallToolResult`.
+    Done(Value),
+}
+
+/// How a step failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JobError {
+    /// The arguments are wrong: `-32602` for a synchronous call, `failed` for a task.
+    #[error("invalid arguments: {0}")]
+    InvalidParams(String),
+    /// A failure the model should read: a `CallToolResult` with `isError: true`.
+    #[error("tool error: {0}")]
+    Tool(String),
+    /// A protocol-level failure: a JSON-RPC error, `failed` for a task.
+    #[error("protocol error: {}", .0.message)]
+    Protocol(ErrorObject),
+}
+
+/// One progress report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// Work done so far.
+    pub progress: f64,
+    /// Total, when known.
+    pub total: Option<f64>,
+    /// Human-readable message (becomes the task's `statusMessage`).
+    pub message: Option<String>,
+}
+
+/// Where progress goes: a task's status message, a request's SSE stream, or nowhere.
+#[derive(Clone, Default)]
+pub struct ProgressSink {
+    latest: Arc<Mutex<Option<Progress>>>,
+    stream: Option<Arc<dyn Fn(&Progress) + Send + Sync>>,
+}
+
+impl ProgressSink {
+    /// A sink that only keeps the latest report (the worker flushes it, throttled).
+    pub fn latest_only() -> Self {
+        Self::default()
+    }
+
+    /// A sink that also forwards every report (SSE `notifications/progress`).
+    pub fn streaming(f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
+        Self {
+            latest: Arc::default(),
+            stream: Some(Arc::new(f)),
+        }
+    }
+
+    fn report(&self, p: Progress) {
+        if let Some(f) = &self.stream {
+            f(&p);
+        }
+        *self.latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
+    }
+
+    /// The newest report's message, if any.
+    pub fn latest_message(&self) -> Option<String> {
+        self.latest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|p| p.message.clone())
+    }
+}
+
+/// What a step can see and do.
+pub struct JobContext {
+    arguments: Value,
+    checkpoint: Value,
+    inputs: Map<String, Value>,
+    client_capabilities: Value,
+    progress: ProgressSink,
+}
+
+impl JobContext {
+    /// A context for one run of a job.
+    pub fn new(
+        arguments: Value,
+        checkpoint: Value,
+        inputs: Map<String, Value>,
+        client_capabilities: Value,
+        progress: ProgressSink,
+    ) -> Self {
+        Self {
+            arguments,
+            checkpoint,
+            inputs,
+            client_capabilities,
+            progress,
+        }
+    }
+
+    /// The raw arguments object.
+    pub fn arguments(&self) -> &Value {
+        &self.arguments
+    }
+
+    /// The arguments, deserialized; a mismatch is [`JobError::InvalidParams`].
+    pub fn args<T: DeserializeOwned>(&self) -> Result<T, JobError> {
+        serde_json::from_value(self.arguments.clone())
+            .map_err(|e| JobError::InvalidParams(e.to_string()))
+    }
+
+    /// The checkpoint, or `T::default()` on the first step.
+    pub fn checkpoint<T: DeserializeOwned + Default>(&self) -> T {
+        if self.checkpoint.is_null() {
+            return T::default();
+        }
+        serde_json::from_value(self.checkpoint.clone()).unwrap_or_default()
+    }
+
+    /// The raw checkpoint.
+    pub fn raw_checkpoint(&self) -> &Value {
+        &self.checkpoint
+    }
+
+    /// Replaces the checkpoint (the runner does this after `Step::Continue`).
+    pub fn set_checkpoint(&mut self, checkpoint: Value) {
+        self.checkpoint = checkpoint;
+    }
+
+    /// The answer to an input request, once received.
+    pub fn input(&self, key: &str) -> Option<&Value> {
+        self.inputs.get(key)
+    }
+
+    /// All answers received so far.
+    pub fn inputs(&self) -> &Map<String, Value> {
+        &self.inputs
+    }
+
+    /// Adds answers (the runner does this when a client replies).
+    pub fn add_inputs(&mut self, answers: &Map<String, Value>) {
+        self.inputs
+            .extend(answers.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+
+    /// Whether the calling client declared a capability (`elicitation`, `sampling`, `roots`).
+    pub fn client_declares(&self, capability: &str) -> bool {
+        crate::protocol::declares(&self.client_capabilities, capability)
+    }
+
+    /// Reports progress (throttled into `statusMessage` for tasks; streamed for synchronous
+    /// calls that asked for progress).
+    pub fn progress(&self, progress: f64, total: Option<f64>, message: impl Into<String>) {
+        self.progress.report(Progress {
+            progress,
+            total,
+            message: Some(message.into()),
+        });
+    }
+
+    /// The progress sink (the runner reads it).
+    pub fn progress_sink(&self) -> &ProgressSink {
+        &self.progress
+    }
+}
+
+/// A `CallToolResult` with one text item.
+pub fn text_result(text: impl Into<String>) -> Value {
+    json!({"content": [{"type": "text", "text": text.into()}], "isError": false})
+}
+
+/// A `CallToolResult` carrying a tool error the model should read.
+pub fn tool_error_result(text: impl Into<String>) -> Value {
+    json!({"content": [{"type": "text", "text": text.into()}], "isError": true})
+}
+
+/// An `elicitation/create` form request with a flat schema.
+pub fn elicitation(message: &str, requested_schema: Value) -> Value {
+    json!({"method": "elicitation/create",
+           "params": {"mode": "form", "message": message, "requestedSchema": requested_schema}})
+}
+
+/// Reads an elicitation answer: `Some(content)` when accepted, `None` when declined or
+/// cancelled, `Err` when the answer is not an elicitation result.
+pub fn accepted(answer: &Value) -> Result<Option<&Map<String, Value>>, JobError> {
+    let action = answer
+        .get("action")
+        .and_then(Value::as_str)
+        .ok_or_else(|| JobError::InvalidParams("input response lacks an action".into()))?;
+    match action {
+        "accept" => Ok(Some(
+            answer
+                .get("content")
+                .and_then(Value::as_object)
+                .ok_or_else(|| JobError::InvalidParams("accepted input lacks content".into()))?,
+        )),
+        "decline" | "cancel" => Ok(None),
+        _ => Err(JobError::InvalidParams(format!(
+            "unknown input action {:?}",
+            crate::protocol::truncate(action, 32)
+        ))),
+    }
+}

@@ -1,0 +1,31 @@
+//! A durable MCP task server: MCP `2026-07-28` over Streamable HTTP with the
+//! `io.modelcontextprotocol/tasks` extension (SEP-2663).
+//!
+//! Map of the crate, from the wire inwards:
+//! - [`http`] — the one HTTP edge (an axum router), used locally and on Lambda alike;
+//! - [`handler`] — the HTTP-agnostic endpoint: validation, dispatch, errors → bytes (once);
+//! - [`protocol`] — JSON-RPC envelope, `_meta`, header rules, error codes, sealed `requestState`;
+//! - [`engine`] — creating tasks and serving `tasks/get|update|cancel` over the ports;
+//! - [`worker`] — running jobs under a lease, with checkpoints, cancellation and hand-over;
+//! - [`jobs`] — the step-wise job API tools implement;
+//! - [`tools`] — the tool registry, built-in tools and conformance fixtures;
+//! - [`task`] — the task record and its status machine;
+//! - [`store`], [`queue`] — the ports, with local adapters (memory, embedded redb, in-process);
+//! - [`local`] — the all-in-one embedded server behind `mcp-tasks serve`.
+//!
+//! Domain modules never touch a cloud SDK; cloud adapters live in their own modules.
+
+#![warn(missing_docs)]
+
+pub mod clock;
+pub mod engine;
+pub mod handler;
+pub mod http;
+pub mod jobs;
+pub mod local;
+pub mod protocol;
+pub mod queue;
+pub mod store;
+pub mod task;
+pub mod tools;
+pub mod worker;

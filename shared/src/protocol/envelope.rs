@@ -1,0 +1,220 @@
+//! Reading one POSTed JSON-RPC message: a request, a notification, or something we refuse.
+//! Limits on nesting and size are enforced here, before any handler sees the value.
+
+use serde_json::{Map, Value};
+
+use super::{McpError, RequestMeta, meta};
+
+/// Deepest JSON nesting accepted (serde_json itself stops at 128).
+pub const MAX_DEPTH: usize = 64;
+
+/// One decoded POST body.
+#[derive(Debug)]
+pub enum Incoming {
+    /// A request: it gets a response.
+    Request(Request),
+    /// A notification: `202 Accepted`, no body.
+    Notification {
+        /// Its method.
+        method: String,
+    },
+}
+
+/// A JSON-RPC request.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// String or integer id, echoed on the response.
+    pub id: Value,
+    /// Method name.
+    pub method: String,
+    /// `params` (an empty object when absent).
+    pub params: Map<String, Value>,
+}
+
+/// Parses a body. On failure returns the error and, when it could be read, the request id
+/// (so even an invalid request's error echoes its id).
+pub fn parse(body: &[u8]) -> Result<Incoming, (Option<Value>, McpError)> {
+    let value: Value = serde_json::from_slice(body).map_err(|_| (None, McpError::parse_error()))?;
+    if depth(&value) > MAX_DEPTH {
+        return Err((
+            None,
+            McpError::invalid_request(format!("JSON nesting deeper than {MAX_DEPTH}")),
+        ));
+    }
+    let Value::Object(mut obj) = value else {
+        let what = if value.is_array() {
+            "Batches are not supported: send one JSON-RPC message per POST"
+        } else {
+            "The body must be a JSON-RPC request object"
+        };
+        return Err((None, McpError::invalid_request(what)));
+    };
+    let id = obj.remove("id");
+    let valid_id = matches!(&id, Some(Value::String(_)))
+        || matches!(&id, Some(Value::Number(n)) if n.is_i64() || n.is_u64());
+    let echo_id = if valid_id { id.clone() } else { None };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err((
+            echo_id,
+            McpError::invalid_request("jsonrpc must be \"2.0\""),
+        ));
+    }
+    let Some(Value::String(method)) = obj.remove("method") else {
+        let msg = if obj.contains_key("result") || obj.contains_key("error") {
+            "Clients must not POST JSON-RPC responses to this server"
+        } else {
+            "method must be a string"
+        };
+        return Err((echo_id, McpError::invalid_request(msg)));
+    };
+    let params = match obj.remove("params") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(p)) => p,
+        Some(_) => {
+            return Err((
+                echo_id,
+                McpError::invalid_request("params must be an object"),
+            ));
+        }
+    };
+    match id {
+        None => Ok(Incoming::Notification { method }),
+        Some(_) if !valid_id => Err((
+            None,
+            McpError::invalid_request("id must be a string or an integer"),
+        )),
+        Some(id) => Ok(Incoming::Request(Request { id, method, params })),
+    }
+}
+
+/// Nesting depth of a JSON value, without recursion (a hostile body cannot blow the stack).
+fn depth(v: &Value) -> usize {
+    let mut max = 0;
+    let mut stack = vec![(v, 1usize)];
+    while let Some((v, d)) = stack.pop() {
+        max = max.max(d);
+        match v {
+            Value::Array(a) => stack.extend(a.iter().map(|x| (x, d + 1))),
+            Value::Object(o) => stack.extend(o.values().map(|x| (x, d + 1))),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// Reads the required `_meta` of a 2026-07-28 request. Missing or mistyped required keys are
+/// `-32602` with HTTP 400, as the transport pins.
+pub fn read_meta(params: &Map<String, Value>) -> Result<RequestMeta, McpError> {
+    let Some(m) = params.get("_meta") else {
+        return Err(McpError::invalid_meta(
+            "params._meta is required (protocolVersion and clientCapabilities)",
+        ));
+    };
+    let Some(m) = m.as_object() else {
+        return Err(McpError::invalid_meta("params._meta must be an object"));
+    };
+    let version = match m.get(meta::PROTOCOL_VERSION) {
+        Some(Value::String(v)) => v.clone(),
+        Some(_) => {
+            return Err(McpError::invalid_meta(format!(
+                "_meta[\"{}\"] must be a string",
+                meta::PROTOCOL_VERSION
+            )));
+        }
+        None => {
+            return Err(McpError::invalid_meta(format!(
+                "_meta[\"{}\"] is required",
+                meta::PROTOCOL_VERSION
+            )));
+        }
+    };
+    let caps = match m.get(meta::CLIENT_CAPABILITIES) {
+        Some(c @ Value::Object(_)) => c.clone(),
+        Some(_) => {
+            return Err(McpError::invalid_meta(format!(
+                "_meta[\"{}\"] must be an object",
+                meta::CLIENT_CAPABILITIES
+            )));
+        }
+        None => {
+            return Err(McpError::invalid_meta(format!(
+                "_meta[\"{}\"] is required",
+                meta::CLIENT_CAPABILITIES
+            )));
+        }
+    };
+    let progress_token = match m.get("progressToken") {
+        None | Some(Value::Null) => None,
+        Some(t @ Value::String(_)) => Some(t.clone()),
+        Some(t @ Value::Number(n)) if n.is_i64() || n.is_u64() => Some(t.clone()),
+        Some(_) => {
+            return Err(McpError::invalid_meta(
+                "_meta.progressToken must be a string or an integer",
+            ));
+        }
+    };
+    Ok(RequestMeta {
+        protocol_version: version,
+        client_capabilities: caps,
+        progress_token,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn err(body: &str) -> (Option<Value>, i64) {
+        match parse(body.as_bytes()) {
+            Err((id, e)) => (id, e.error.code),
+            Ok(_) => panic!("accepted {body}"),
+        }
+    }
+
+    #[test]
+    fn requests_and_notifications_are_told_apart() {
+        let r = parse(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#).unwrap();
+        assert!(matches!(r, Incoming::Request(Request { ref method, .. }) if method == "tools/list"));
+        let n = parse(br#"{"jsonrpc":"2.0","method":"notifications/x"}"#).unwrap();
+        assert!(matches!(n, Incoming::Notification { .. }));
+    }
+
+    #[test]
+    fn malformed_bodies_get_spec_errors_with_the_id_when_readable() {
+        assert_eq!(err("{not json"), (None, -32700));
+        assert_eq!(err("[]"), (None, -32600));
+        assert_eq!(err(r#"{"jsonrpc":"1.0","id":3,"method":"x"}"#), (Some(json!(3)), -32600));
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":"a","method":5}"#), (Some(json!("a")), -32600));
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), (Some(json!(1)), -32600));
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#), (None, -32600));
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#), (None, -32600));
+        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}"#), (Some(json!(1)), -32600));
+    }
+
+    #[test]
+    fn deep_nesting_is_refused() {
+        let deep = format!("{}1{}", "[".repeat(100), "]".repeat(100));
+        let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"a":{deep}}}}}"#);
+        assert_eq!(parse(body.as_bytes()).unwrap_err().1.error.code, -32600);
+    }
+
+    #[test]
+    fn meta_requires_version_and_capabilities() {
+        let ok = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}, "progressToken": 5}});
+        let m = read_meta(ok.as_object().unwrap()).unwrap();
+        assert_eq!(m.progress_token, Some(json!(5)));
+        for bad in [
+            json!({}),
+            json!({"_meta": 1}),
+            json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": {}}}),
+            json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}),
+            json!({"_meta": {"io.modelcontextprotocol/protocolVersion": 1,
+                "io.modelcontextprotocol/clientCapabilities": {}}}),
+        ] {
+            let e = read_meta(bad.as_object().unwrap()).unwrap_err();
+            assert_eq!((e.status, e.error.code), (400, -32602), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! The one contract every [`TaskStore`] adapter must pass. Each adapter's tests call
+//! [`run_all`] with a factory of fresh, empty stores (the DynamoDB adapter will do the same
+//! against the emulator).
+
+use std::future::Future;
+
+use serde_json::json;
+
+use super::{StoreError, TaskStore};
+use crate::task::{TaskRecord, TaskStatus, new_task_id};
+
+fn task(tenant: &str, ttl_ms: Option<u64>) -> TaskRecord {
+    TaskRecord::new(
+        tenant,
+        new_task_id(),
+        "tool",
+        json!({"n": 1}),
+        ttl_ms,
+        1000,
+        json!({}),
+    )
+}
+
+/// Runs every contract check, each on a fresh store from `make`.
+pub async fn run_all<S, F, Fut>(mut make: F)
+where
+    S: TaskStore,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = S>,
+{
+    create_then_get_round_trips(&make().await).await;
+    create_twice_conflicts(&make().await).await;
+    another_tenant_sees_nothing(&make().await).await;
+    update_requires_the_read_version(&make().await).await;
+    terminal_records_are_never_overwritten(&make().await).await;
+    only_one_of_two_racing_writers_wins(&make().await).await;
+    active_and_expired_listings_track_status_and_ttl(&make().await).await;
+    oversized_records_are_refused_and_change_nothing(&make().await).await;
+    delete_removes_and_is_idempotent(&make().await).await;
+}
+
+async fn create_then_get_round_trips(s: &impl TaskStore) {
+    let t = task("a", Some(60_000));
+    s.create(&t).await.unwrap();
+    assert_eq!(s.get("a", &t.task_id).await.unwrap(), Some(t.clone()));
+    assert_eq!(s.get("a", "tsk_missing").await.unwrap(), None);
+}
+
+async fn create_twice_conflicts(s: &impl TaskStore) {
+    let t = task("a", None);
+    s.create(&t).await.unwrap();
+    assert!(matches!(s.create(&t).await, Err(StoreError::Conflict)));
+}
+
+async fn another_tenant_sees_nothing(s: &impl TaskStore) {
+    let t = task("a", None);
+    s.create(&t).await.unwrap();
+    assert_eq!(s.get("b", &t.task_id).await.unwrap(), None);
+    let mut foreign = t.clone();
+    foreign.tenant = "b".into();
+    assert!(matches!(s.update(&foreign).await, Err(StoreError::Conflict)));
+    s.delete("b", &t.task_id).await.unwrap();
+    assert!(s.get("a", &t.task_id).await.unwrap().is_some());
+}
+
+async fn update_requires_the_read_version(s: &impl TaskStore) {
+    let t = task("a", None);
+    s.create(&t).await.unwrap();
+    let mut read = s.get("a", &t.task_id).await.unwrap().unwrap();
+    read.status_message = Some("step 1".into());
+    let v = s.update(&read).await.unwrap();
+    assert_eq!(v, read.version + 1);
+    // The same stale version again loses.
+    assert!(matches!(s.update(&read).await, Err(StoreError::Conflict)));
+    let now = s.get("a", &t.task_id).await.unwrap().unwrap();
+    assert_eq!(now.version, v);
+    assert_eq!(now.status_message.as_deref(), Some("step 1"));
+}
+
+async fn terminal_records_are_never_overwritten(s: &impl TaskStore) {
+    let t = task("a", None);
+    s.create(&t).await.unwrap();
+    let mut done = s.get("a", &t.task_id).await.unwrap().unwrap();
+    done.complete(json!({"content": []})).unwrap();
+    s.update(&done).await.unwrap();
+    let mut again = s.get("a", &t.task_id).await.unwrap().unwrap();
+    // Even a write that bypasses the status machine is refused by the store.
+    again.status = TaskStatus::Working;
+    assert!(matches!(s.update(&again).await, Err(StoreError::Conflict)));
+    let now = s.get("a", &t.task_id).await.unwrap().unwrap();
+    assert_eq!(now.status, TaskStatus::Completed);
+}
+
+async fn only_one_of_two_racing_writers_wins(s: &impl TaskStore) {
+    let t = task("a", None);
+    s.create(&t).await.unwrap();
+    let read = s.get("a", &t.task_id).await.unwrap().unwrap();
+    let mut completes = read.clone();
+    completes.complete(json!({"content": []})).unwrap();
+    let mut cancels = read.clone();
+    cancels.cancel().unwrap();
+    let (a, b) = tokio::join!(s.update(&completes), s.update(&cancels));
+    assert!(a.is_ok() != b.is_ok(), "exactly one writer wins");
+    let now = s.get("a", &t.task_id).await.unwrap().unwrap();
+    assert!(now.status.is_terminal());
+}
+
+async fn active_and_expired_listings_track_status_and_ttl(s: &impl TaskStore) {
+    let live = task("a", None);
+    let short = task("b", Some(1));
+    s.create(&live).await.unwrap();
+    s.create(&short).await.unwrap();
+    let active = s.list_active(100).await.unwrap();
+    assert_eq!(active.len(), 2);
+    let mut done = s.get("a", &live.task_id).await.unwrap().unwrap();
+    done.fail(crate::protocol::ErrorObject::internal("boom"))
+        .unwrap();
+    s.update(&done).await.unwrap();
+    let active = s.list_active(100).await.unwrap();
+    assert_eq!(active.len(), 1);
+    assert_eq!(active[0].task_id, short.task_id);
+    assert_eq!(active[0].tenant, "b");
+    let expired = s.list_expired(short.created_at_ms + 5, 100).await.unwrap();
+    assert_eq!(expired.len(), 1);
+    assert_eq!(expired[0].task_id, short.task_id);
+    assert!(s.list_expired(0, 100).await.unwrap().is_empty());
+}
+
+async fn oversized_records_are_refused_and_change_nothing(s: &impl TaskStore) {
+    let t = task("a", None);
+    s.create(&t).await.unwrap();
+    let mut big = s.get("a", &t.task_id).await.unwrap().unwrap();
+    big.complete(json!({"content": [{"type": "text", "text": "x".repeat(super::MAX_RECORD_BYTES)}]}))
+        .unwrap();
+    assert!(matches!(s.update(&big).await, Err(StoreError::TooLarge(_))));
+    let now = s.get("a", &t.task_id).await.unwrap().unwrap();
+    assert_eq!(now.status, TaskStatus::Working);
+    let mut huge = task("a", None);
+    huge.arguments = json!("y".repeat(super::MAX_RECORD_BYTES));
+    assert!(matches!(s.create(&huge).await, Err(StoreError::TooLarge(_))));
+    assert_eq!(s.get("a", &huge.task_id).await.unwrap(), None);
+}
+
+async fn delete_removes_and_is_idempotent(s: &impl TaskStore) {
+    let t = task("a", Some(10));
+    s.create(&t).await.unwrap();
+    s.delete("a", &t.task_id).await.unwrap();
+    s.delete("a", &t.task_id).await.unwrap();
+    assert_eq!(s.get("a", &t.task_id).await.unwrap(), None);
+    assert!(s.list_active(10).await.unwrap().is_empty());
+    assert!(s.list_expired(u64::MAX, 10).await.unwrap().is_empty());
+}

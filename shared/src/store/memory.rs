@@ -1,0 +1,95 @@
+//! In-memory task store: a real adapter (it passes the contract), kept for unit tests.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+
+use super::{StoreError, TaskKey, TaskStore, encode, key, split_key};
+use crate::task::TaskRecord;
+
+/// Records in a map behind a mutex; the lock is never held across an await.
+#[derive(Default)]
+pub struct MemoryStore {
+    items: Mutex<HashMap<String, TaskRecord>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn items(&self) -> std::sync::MutexGuard<'_, HashMap<String, TaskRecord>> {
+        // A panic while holding this lock cannot leave a half-written record (inserts are
+        // single operations), so a poisoned lock is still safe to use.
+        self.items.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[async_trait]
+impl TaskStore for MemoryStore {
+    async fn create(&self, task: &TaskRecord) -> Result<(), StoreError> {
+        encode(task)?;
+        let mut items = self.items();
+        let k = key(&task.tenant, &task.task_id);
+        if items.contains_key(&k) {
+            return Err(StoreError::Conflict);
+        }
+        items.insert(k, task.clone());
+        Ok(())
+    }
+
+    async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        Ok(self.items().get(&key(tenant, task_id)).cloned())
+    }
+
+    async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
+        encode(task)?;
+        let mut items = self.items();
+        let k = key(&task.tenant, &task.task_id);
+        match items.get(&k) {
+            Some(stored) if stored.version == task.version && !stored.status.is_terminal() => {
+                let mut next = task.clone();
+                next.version += 1;
+                let v = next.version;
+                items.insert(k, next);
+                Ok(v)
+            }
+            _ => Err(StoreError::Conflict),
+        }
+    }
+
+    async fn list_active(&self, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
+        Ok(self
+            .items()
+            .iter()
+            .filter(|(_, t)| !t.status.is_terminal())
+            .filter_map(|(k, _)| split_key(k))
+            .take(limit)
+            .collect())
+    }
+
+    async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
+        Ok(self
+            .items()
+            .iter()
+            .filter(|(_, t)| t.is_expired(now_ms))
+            .filter_map(|(k, _)| split_key(k))
+            .take(limit)
+            .collect())
+    }
+
+    async fn delete(&self, tenant: &str, task_id: &str) -> Result<(), StoreError> {
+        self.items().remove(&key(tenant, task_id));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn memory_store_passes_the_contract() {
+        super::super::contract::run_all(|| async { super::MemoryStore::new() }).await;
+    }
+}

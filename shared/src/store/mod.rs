@@ -1,0 +1,102 @@
+//! The task store port and its local adapters.
+//!
+//! The store knows nothing of the status machine: it keeps [`TaskRecord`]s keyed by
+//! `(tenant, task_id)` and applies a write only when the stored version is the one the writer
+//! read. All lifecycle rules live in [`crate::task`] and [`crate::engine`]; the store adds one
+//! defence of its own — it never overwrites a terminal record — so even a buggy caller cannot
+//! un-finish a task.
+//!
+//! Adapters: [`memory::MemoryStore`] (tests), [`embedded::EmbeddedStore`] (the durable default
+//! of `mcp-tasks serve`, on redb). Every adapter passes [`contract`].
+
+use async_trait::async_trait;
+
+use crate::task::TaskRecord;
+
+pub mod contract;
+pub mod embedded;
+pub mod memory;
+
+/// Why a store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The conditional write lost: the task exists already (create), or its version moved on
+    /// or it is terminal (update). Re-read and decide again.
+    #[error("conditional write failed")]
+    Conflict,
+    /// The record would exceed what the store can hold in one item.
+    #[error("task record too large ({0} bytes)")]
+    TooLarge(usize),
+    /// The backend failed; the detail is for logs only.
+    #[error("store backend error: {0}")]
+    Backend(String),
+}
+
+/// A task's key, as listed for recovery and sweeps.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TaskKey {
+    /// Owner tenant.
+    pub tenant: String,
+    /// Task id.
+    pub task_id: String,
+}
+
+/// Largest serialized record a store accepts. DynamoDB's item limit is 400 KB; keeping every
+/// adapter to the same bound means a result that fits locally also fits on AWS.
+pub const MAX_RECORD_BYTES: usize = 350 * 1024;
+
+/// Durable storage of task records.
+///
+/// Contract (checked by [`contract`] against every adapter):
+/// - `create` is durable before it returns and fails with `Conflict` if the key exists;
+/// - `get` is strongly consistent (it sees every write that returned) and returns `Ok(None)`
+///   when absent; it does not check expiry (the engine does);
+/// - `update` writes `task` only if the stored record has `task.version` and is not terminal,
+///   stores it with `version + 1` and returns that new version; otherwise `Conflict`;
+/// - `list_active` returns the keys of non-terminal tasks (recovery and the orphan sweep),
+///   never to a client;
+/// - `delete` removes a record (purge of expired tasks); absent is not an error.
+#[async_trait]
+pub trait TaskStore: Send + Sync + 'static {
+    /// Stores a new task.
+    async fn create(&self, task: &TaskRecord) -> Result<(), StoreError>;
+    /// Reads one task of one tenant.
+    async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError>;
+    /// Conditionally replaces a task; returns the new version.
+    async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError>;
+    /// Keys of all non-terminal tasks, at most `limit`.
+    async fn list_active(&self, limit: usize) -> Result<Vec<TaskKey>, StoreError>;
+    /// Keys of all tasks whose expiry is at or before `now_ms`, at most `limit`.
+    async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError>;
+    /// Removes a task.
+    async fn delete(&self, tenant: &str, task_id: &str) -> Result<(), StoreError>;
+}
+
+/// Serializes a record, enforcing [`MAX_RECORD_BYTES`].
+pub(crate) fn encode(task: &TaskRecord) -> Result<Vec<u8>, StoreError> {
+    let bytes = serde_json::to_vec(task).map_err(|e| StoreError::Backend(e.to_string()))?;
+    if bytes.len() > MAX_RECORD_BYTES {
+        return Err(StoreError::TooLarge(bytes.len()));
+    }
+    Ok(bytes)
+}
+
+/// Deserializes a record.
+pub(crate) fn decode(bytes: &[u8]) -> Result<TaskRecord, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Backend(e.to_string()))
+}
+
+/// The one composite key every local adapter uses: the tenant is part of it, so a lookup can
+/// only find the caller's own tasks.
+pub(crate) fn key(tenant: &str, task_id: &str) -> String {
+    format!("{tenant}\u{1f}{task_id}")
+}
+
+/// Inverse of [`key`].
+pub(crate) fn split_key(k: &str) -> Option<TaskKey> {
+    let (tenant, task_id) = k.split_once('\u{1f}')?;
+    Some(TaskKey {
+        tenant: tenant.to_owned(),
+        task_id: task_id.to_owned(),
+    })
+}

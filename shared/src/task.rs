@@ -1,0 +1,486 @@
+//! The task: its status machine, its stored record, and its wire shape.
+//!
+//! A [`TaskRecord`] is everything the store keeps about one task. Every change to it goes
+//! through a method here that checks the status machine first, so a handler or the worker can
+//! never write an illegal transition; the store then applies the change only if the record's
+//! `version` is still the one that was read (optimistic concurrency), which is what makes a
+//! terminal status final even when a cancel races a completion.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::clock::{iso8601, now_ms};
+use crate::protocol::ErrorObject;
+
+/// The five statuses of SEP-2663.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// The job is queued or running.
+    Working,
+    /// The job waits for answers to `inputRequests`.
+    InputRequired,
+    /// Finished with a `CallToolResult` (which may carry `isError: true`).
+    Completed,
+    /// Finished with a JSON-RPC error (protocol-level failure).
+    Failed,
+    /// Cancelled through `tasks/cancel`.
+    Cancelled,
+}
+
+impl TaskStatus {
+    /// All statuses, for exhaustive tests.
+    pub const ALL: [TaskStatus; 5] = [
+        TaskStatus::Working,
+        TaskStatus::InputRequired,
+        TaskStatus::Completed,
+        TaskStatus::Failed,
+        TaskStatus::Cancelled,
+    ];
+
+    /// Terminal statuses never change again.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
+    }
+
+    /// The legal transitions of the lifecycle (a status "moving" to itself is not a
+    /// transition; updates that keep the status, such as progress, are checked separately).
+    pub fn can_become(self, next: TaskStatus) -> bool {
+        use TaskStatus::*;
+        match self {
+            Working => matches!(next, InputRequired | Completed | Failed | Cancelled),
+            InputRequired => matches!(next, Working | Completed | Failed | Cancelled),
+            Completed | Failed | Cancelled => false,
+        }
+    }
+
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Working => "working",
+            Self::InputRequired => "input_required",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A change that the status machine refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("illegal task transition {from:?} -> {to:?}")]
+pub struct IllegalTransition {
+    /// Status the task had.
+    pub from: TaskStatus,
+    /// Status that was asked for.
+    pub to: TaskStatus,
+}
+
+/// A worker's claim on a task while it runs the job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// Identifies one worker instance (random per process or invocation).
+    pub owner: String,
+    /// Epoch milliseconds after which another worker may take over.
+    pub expires_at_ms: u64,
+}
+
+/// Everything stored about one task. Field names are ours (see DESIGN.md "The task item").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    /// Owner of the task; part of every key.
+    pub tenant: String,
+    /// Unguessable id, `tsk_…`.
+    pub task_id: String,
+    /// Current status.
+    pub status: TaskStatus,
+    /// Human/model readable progress or reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_message: Option<String>,
+    /// Epoch milliseconds.
+    pub created_at_ms: u64,
+    /// Epoch milliseconds; moves on every change.
+    pub last_updated_at_ms: u64,
+    /// Lifetime from `created_at_ms`; `None` means unlimited.
+    pub ttl_ms: Option<u64>,
+    /// Suggested poll gap.
+    pub poll_interval_ms: u64,
+    /// Tool that runs the job.
+    pub tool: String,
+    /// The tool's arguments.
+    pub arguments: Value,
+    /// The `CallToolResult` once completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// The JSON-RPC error once failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorObject>,
+    /// Outstanding input requests (key → request).
+    #[serde(default)]
+    pub input_requests: BTreeMap<String, Value>,
+    /// Answers received so far (key → response), kept for the job.
+    #[serde(default)]
+    pub input_responses: BTreeMap<String, Value>,
+    /// Every input key ever issued: keys are never reused.
+    #[serde(default)]
+    pub issued_input_keys: Vec<String>,
+    /// Set by `tasks/cancel`; the worker stops at its next check.
+    #[serde(default)]
+    pub cancel_requested: bool,
+    /// Optimistic concurrency: bumped by every successful write.
+    pub version: u64,
+    /// The worker currently running the job, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+    /// The job's checkpoint: where a resumed job starts again.
+    #[serde(default)]
+    pub checkpoint: Value,
+    /// How many times a worker took the job (start, resume, recovery).
+    #[serde(default)]
+    pub attempts: u32,
+    /// The client capabilities of the creating request (they gate which input kinds a job may ask).
+    #[serde(default)]
+    pub client_capabilities: Value,
+}
+
+impl TaskRecord {
+    /// A fresh `working` task.
+    pub fn new(
+        tenant: &str,
+        task_id: String,
+        tool: &str,
+        arguments: Value,
+        ttl_ms: Option<u64>,
+        poll_interval_ms: u64,
+        client_capabilities: Value,
+    ) -> Self {
+        let now = now_ms();
+        Self {
+            tenant: tenant.to_owned(),
+            task_id,
+            status: TaskStatus::Working,
+            status_message: None,
+            created_at_ms: now,
+            last_updated_at_ms: now,
+            ttl_ms,
+            poll_interval_ms,
+            tool: tool.to_owned(),
+            arguments,
+            result: None,
+            error: None,
+            input_requests: BTreeMap::new(),
+            input_responses: BTreeMap::new(),
+            issued_input_keys: Vec::new(),
+            cancel_requested: false,
+            version: 0,
+            lease: None,
+            checkpoint: Value::Null,
+            attempts: 0,
+            client_capabilities,
+        }
+    }
+
+    /// Epoch milliseconds after which the task reads as not found.
+    pub fn expires_at_ms(&self) -> Option<u64> {
+        self.ttl_ms.map(|ttl| self.created_at_ms.saturating_add(ttl))
+    }
+
+    /// True once the task is past its `ttlMs`.
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        self.expires_at_ms().is_some_and(|at| now_ms >= at)
+    }
+
+    /// Moves to `next`, clearing what the new status does not carry.
+    pub fn transition(&mut self, next: TaskStatus) -> Result<(), IllegalTransition> {
+        if !self.status.can_become(next) {
+            return Err(IllegalTransition {
+                from: self.status,
+                to: next,
+            });
+        }
+        self.status = next;
+        if next != TaskStatus::InputRequired {
+            self.input_requests.clear();
+        }
+        if next != TaskStatus::Working {
+            // Nobody runs a job that waits for input or has finished.
+            self.lease = None;
+        }
+        self.touch();
+        Ok(())
+    }
+
+    /// Completes with a `CallToolResult` (tool errors included).
+    pub fn complete(&mut self, result: Value) -> Result<(), IllegalTransition> {
+        self.transition(TaskStatus::Completed)?;
+        self.result = Some(result);
+        Ok(())
+    }
+
+    /// Fails with a JSON-RPC error.
+    pub fn fail(&mut self, error: ErrorObject) -> Result<(), IllegalTransition> {
+        self.transition(TaskStatus::Failed)?;
+        self.status_message = Some(error.message.clone());
+        self.error = Some(error);
+        Ok(())
+    }
+
+    /// Cancels (the caller has checked that cancellation applies now).
+    pub fn cancel(&mut self) -> Result<(), IllegalTransition> {
+        self.transition(TaskStatus::Cancelled)?;
+        self.status_message = Some("Cancelled by request".into());
+        Ok(())
+    }
+
+    /// Parks the task on new input requests. Reused keys are a job bug and are refused.
+    pub fn require_input(
+        &mut self,
+        requests: BTreeMap<String, Value>,
+    ) -> Result<(), InputRequestError> {
+        if requests.is_empty() {
+            return Err(InputRequestError::Empty);
+        }
+        if let Some(k) = requests
+            .keys()
+            .find(|k| self.issued_input_keys.iter().any(|i| i == *k))
+        {
+            return Err(InputRequestError::ReusedKey(k.clone()));
+        }
+        self.transition(TaskStatus::InputRequired)
+            .map_err(InputRequestError::Illegal)?;
+        self.issued_input_keys.extend(requests.keys().cloned());
+        self.input_requests = requests;
+        Ok(())
+    }
+
+    /// Records answers for outstanding keys only; unknown or already answered keys are
+    /// ignored, so a retried `tasks/update` has no second effect. Returns whether anything
+    /// changed. When nothing is outstanding any more the task is `working` again.
+    pub fn answer(&mut self, responses: &Map<String, Value>) -> bool {
+        if self.status != TaskStatus::InputRequired {
+            return false;
+        }
+        let mut changed = false;
+        for (key, value) in responses {
+            if self.input_requests.remove(key).is_some() {
+                self.input_responses.insert(key.clone(), value.clone());
+                changed = true;
+            }
+        }
+        if changed {
+            if self.input_requests.is_empty() {
+                // InputRequired -> Working is always legal.
+                let _ = self.transition(TaskStatus::Working);
+            } else {
+                self.touch();
+            }
+        }
+        changed
+    }
+
+    /// Moves `lastUpdatedAt` on.
+    pub fn touch(&mut self) {
+        self.last_updated_at_ms = now_ms().max(self.last_updated_at_ms);
+    }
+
+    /// The `Task` fields shared by `CreateTaskResult`, `tasks/get` and notifications.
+    fn task_fields(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("taskId".into(), json!(self.task_id));
+        m.insert("status".into(), json!(self.status.as_str()));
+        if let Some(msg) = &self.status_message {
+            m.insert("statusMessage".into(), json!(msg));
+        }
+        m.insert("createdAt".into(), json!(iso8601(self.created_at_ms)));
+        m.insert(
+            "lastUpdatedAt".into(),
+            json!(iso8601(self.last_updated_at_ms)),
+        );
+        m.insert("ttlMs".into(), json!(self.ttl_ms));
+        m.insert("pollIntervalMs".into(), json!(self.poll_interval_ms));
+        m
+    }
+
+    /// The flat `CreateTaskResult` body (without `_meta`).
+    pub fn to_create_result(&self) -> Map<String, Value> {
+        let mut m = self.task_fields();
+        m.insert("resultType".into(), json!("task"));
+        m
+    }
+
+    /// The `tasks/get` result body: a `DetailedTask` with `resultType: "complete"`.
+    pub fn to_detailed(&self) -> Map<String, Value> {
+        let mut m = self.task_fields();
+        m.insert("resultType".into(), json!("complete"));
+        match self.status {
+            TaskStatus::InputRequired => {
+                m.insert("inputRequests".into(), json!(self.input_requests));
+            }
+            TaskStatus::Completed => {
+                m.insert(
+                    "result".into(),
+                    self.result.clone().unwrap_or_else(|| json!({"content": []})),
+                );
+            }
+            TaskStatus::Failed => {
+                let err = self.error.clone().unwrap_or_else(|| ErrorObject {
+                    code: crate::protocol::INTERNAL_ERROR,
+                    message: "Task failed".into(),
+                    data: None,
+                });
+                m.insert("error".into(), json!(err));
+            }
+            TaskStatus::Working | TaskStatus::Cancelled => {}
+        }
+        m
+    }
+}
+
+/// Why a job's input requests were refused.
+#[derive(Debug, thiserror::Error)]
+pub enum InputRequestError {
+    /// A job asked for input with an empty map.
+    #[error("a job asked for input without any request")]
+    Empty,
+    /// Keys are unique for a task's whole life.
+    #[error("input key {0:?} was already used by this task")]
+    ReusedKey(String),
+    /// The status machine refused.
+    #[error(transparent)]
+    Illegal(IllegalTransition),
+}
+
+/// A new unguessable task id: `tsk_` + a ULID (time-ordered, 80 random bits) + 64 more
+/// random bits, all printable ASCII, 46 characters.
+pub fn new_task_id() -> String {
+    let mut extra = [0u8; 8];
+    crate::clock::random_bytes(&mut extra);
+    format!(
+        "tsk_{}{:016x}",
+        ulid::Ulid::new(),
+        u64::from_be_bytes(extra)
+    )
+}
+
+/// A task id as a client may send it: 1..=128 printable ASCII characters without spaces.
+pub fn is_valid_task_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> TaskRecord {
+        TaskRecord::new("t", new_task_id(), "tool", json!({}), Some(60_000), 1000, json!({}))
+    }
+
+    #[test]
+    fn transition_table_is_exactly_the_lifecycle() {
+        use TaskStatus::*;
+        let legal = [
+            (Working, InputRequired),
+            (Working, Completed),
+            (Working, Failed),
+            (Working, Cancelled),
+            (InputRequired, Working),
+            (InputRequired, Completed),
+            (InputRequired, Failed),
+            (InputRequired, Cancelled),
+        ];
+        for from in TaskStatus::ALL {
+            for to in TaskStatus::ALL {
+                assert_eq!(
+                    from.can_become(to),
+                    legal.contains(&(from, to)),
+                    "{from:?} -> {to:?}"
+                );
+                let mut r = record();
+                r.status = from;
+                let outcome = r.transition(to);
+                assert_eq!(outcome.is_ok(), legal.contains(&(from, to)));
+                if outcome.is_err() {
+                    assert_eq!(r.status, from, "a refused transition changes nothing");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn terminal_states_refuse_every_change() {
+        for terminal in [TaskStatus::Completed, TaskStatus::Failed, TaskStatus::Cancelled] {
+            let mut r = record();
+            r.status = terminal;
+            assert!(r.complete(json!({})).is_err());
+            assert!(r.fail(ErrorObject::internal("x")).is_err());
+            assert!(r.cancel().is_err());
+            let mut reqs = BTreeMap::new();
+            reqs.insert("k".into(), json!({}));
+            assert!(r.require_input(reqs).is_err());
+            assert_eq!(r.status, terminal);
+        }
+    }
+
+    #[test]
+    fn answers_for_unknown_keys_are_ignored_and_partial_answers_keep_waiting() {
+        let mut r = record();
+        let mut reqs = BTreeMap::new();
+        reqs.insert("a".into(), json!({"method": "elicitation/create"}));
+        reqs.insert("b".into(), json!({"method": "elicitation/create"}));
+        r.require_input(reqs).unwrap();
+        let unknown = json!({"zzz": {"action": "accept"}});
+        assert!(!r.answer(unknown.as_object().unwrap()));
+        assert_eq!(r.status, TaskStatus::InputRequired);
+        let a = json!({"a": {"action": "accept"}});
+        assert!(r.answer(a.as_object().unwrap()));
+        assert_eq!(r.status, TaskStatus::InputRequired);
+        assert!(!r.input_requests.contains_key("a"));
+        assert!(!r.answer(a.as_object().unwrap()), "a retry has no effect");
+        let b = json!({"b": {"action": "accept"}});
+        assert!(r.answer(b.as_object().unwrap()));
+        assert_eq!(r.status, TaskStatus::Working);
+        assert_eq!(r.input_responses.len(), 2);
+    }
+
+    #[test]
+    fn input_keys_are_never_reused() {
+        let mut r = record();
+        let mut reqs = BTreeMap::new();
+        reqs.insert("a".into(), json!({}));
+        r.require_input(reqs.clone()).unwrap();
+        r.answer(json!({"a": {}}).as_object().unwrap());
+        assert!(matches!(
+            r.require_input(reqs),
+            Err(InputRequestError::ReusedKey(_))
+        ));
+    }
+
+    #[test]
+    fn task_ids_are_unique_printable_and_short() {
+        let a = new_task_id();
+        let b = new_task_id();
+        assert_ne!(a, b);
+        assert!(is_valid_task_id(&a));
+        assert!(a.len() <= 128);
+        assert!(!is_valid_task_id("has space"));
+        assert!(!is_valid_task_id(""));
+        assert!(!is_valid_task_id(&"x".repeat(129)));
+    }
+
+    #[test]
+    fn detailed_task_carries_what_its_status_requires() {
+        let mut r = record();
+        r.complete(json!({"content": [], "resultType": "complete"})).unwrap();
+        let d = r.to_detailed();
+        assert_eq!(d["resultType"], "complete");
+        assert_eq!(d["status"], "completed");
+        assert!(d.contains_key("result"));
+        assert!(!d.contains_key("inputRequests"));
+        let c = record().to_create_result();
+        assert_eq!(c["resultType"], "task");
+        assert!(c.contains_key("ttlMs"));
+        assert!(!c.contains_key("result"));
+    }
+}

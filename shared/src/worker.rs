@@ -1,0 +1,463 @@
+//! The worker: advances one task per work message, under a lease.
+//!
+//! 1. Read the task; drop the message if it is gone, expired, terminal, waiting for input, or
+//!    leased by a live worker (a duplicate delivery).
+//! 2. Take the lease with a conditional write (a second worker loses that race).
+//! 3. Run steps. At least once a second (and never holding a lock across I/O) re-read the task:
+//!    stop when cancellation was requested or the lease was lost; renew the lease and flush
+//!    the latest progress message. Checkpoints are written at most once a second and always
+//!    before asking for input, finishing, or stopping at a deadline.
+//! 4. Before the invocation's deadline, save the checkpoint, release the lease and enqueue a
+//!    continuation, so a job can outlive one Lambda invocation.
+//!
+//! A crash anywhere leaves the last checkpoint in the store; the next delivery (or start-up
+//! recovery, or the sweep) resumes from it. Every terminal write is conditional, so a job
+//! completes at most once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::clock::now_ms;
+use crate::jobs::{JobContext, JobError, ProgressSink, Step, tool_error_result};
+use crate::protocol::{ErrorObject, INVALID_PARAMS};
+use crate::queue::{WorkKind, WorkMessage, WorkQueue};
+use crate::store::{StoreError, TaskStore};
+use crate::task::{Lease, TaskRecord, TaskStatus};
+use crate::tools::{Registry, Tool};
+
+/// Worker timing.
+#[derive(Debug, Clone)]
+pub struct WorkerSettings {
+    /// How long a lease lasts without renewal.
+    pub lease: Duration,
+    /// How often the task is re-read for cancellation and the lease renewed.
+    pub check_every: Duration,
+    /// Minimum gap between checkpoint writes.
+    pub checkpoint_every: Duration,
+    /// Stop this long before the deadline to save and hand over.
+    pub deadline_margin: Duration,
+}
+
+impl Default for WorkerSettings {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(30),
+            check_every: Duration::from_millis(500),
+            checkpoint_every: Duration::from_secs(1),
+            deadline_margin: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What became of one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing to do (duplicate, terminal, gone, waiting for input, leased elsewhere).
+    Dropped,
+    /// The job reached a terminal status.
+    Finished(TaskStatus),
+    /// The job waits for input.
+    WaitingForInput,
+    /// The job stopped before the deadline and enqueued a continuation.
+    Continued,
+    /// Another writer took over (cancel, lost lease); nothing more for us to do.
+    Superseded,
+}
+
+/// A failure the message should be retried for (the store or queue was unavailable).
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Enqueueing a continuation failed.
+    #[error(transparent)]
+    Queue(#[from] crate::queue::QueueError),
+}
+
+static RUNS: AtomicU64 = AtomicU64::new(0);
+
+/// Runs jobs.
+pub struct Worker {
+    store: Arc<dyn TaskStore>,
+    queue: Arc<dyn WorkQueue>,
+    tools: Arc<Registry>,
+    settings: WorkerSettings,
+    instance: String,
+}
+
+/// Why a run stopped early.
+enum Interrupt {
+    Cancel,
+    Lost,
+}
+
+impl Worker {
+    /// A worker over the given ports.
+    pub fn new(
+        store: Arc<dyn TaskStore>,
+        queue: Arc<dyn WorkQueue>,
+        tools: Arc<Registry>,
+        settings: WorkerSettings,
+    ) -> Self {
+        let mut r = [0u8; 6];
+        crate::clock::random_bytes(&mut r);
+        let instance = r.iter().map(|b| format!("{b:02x}")).collect();
+        Self {
+            store,
+            queue,
+            tools,
+            settings,
+            instance,
+        }
+    }
+
+    /// Advances the task named by `msg`; `deadline` is when this invocation must have handed
+    /// over (None: no limit, as in the local server).
+    pub async fn handle(
+        &self,
+        msg: &WorkMessage,
+        deadline: Option<Instant>,
+    ) -> Result<Outcome, WorkerError> {
+        // A unique owner per run: a duplicate message in the same process is a different
+        // owner, so it cannot share the lease.
+        let owner = format!("{}-{}", self.instance, RUNS.fetch_add(1, Ordering::Relaxed));
+        let Some(mut task) = self.acquire(msg, &owner).await? else {
+            return Ok(Outcome::Dropped);
+        };
+        let Some(tool) = self.tools.get(&task.tool).cloned() else {
+            let err = ErrorObject::internal("The tool of this task is no longer available");
+            return self.finish(&mut task, |t| t.fail(err.clone())).await;
+        };
+        self.run(tool, task, &owner, deadline).await
+    }
+
+    /// Reads the task and takes the lease; `None` when the message has nothing to do.
+    async fn acquire(
+        &self,
+        msg: &WorkMessage,
+        owner: &str,
+    ) -> Result<Option<TaskRecord>, WorkerError> {
+        loop {
+            let Some(mut task) = self.store.get(&msg.tenant, &msg.task_id).await? else {
+                return Ok(None);
+            };
+            let now = now_ms();
+            if task.status.is_terminal() || task.is_expired(now) {
+                return Ok(None);
+            }
+            if task.cancel_requested {
+                let _ = task.cancel();
+                match self.store.update(&task).await {
+                    Ok(_) => {
+                        tracing::info!(task_id = %task.task_id, "task.cancelled");
+                        return Ok(None);
+                    }
+                    Err(StoreError::Conflict) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if task.status != TaskStatus::Working {
+                return Ok(None);
+            }
+            if task.lease.as_ref().is_some_and(|l| l.expires_at_ms > now) {
+                return Ok(None);
+            }
+            task.lease = Some(Lease {
+                owner: owner.to_owned(),
+                expires_at_ms: now + self.settings.lease.as_millis() as u64,
+            });
+            task.attempts += 1;
+            match self.store.update(&task).await {
+                Ok(v) => {
+                    task.version = v;
+                    tracing::info!(task_id = %task.task_id, attempt = task.attempts, kind = ?msg.kind, "task.leased");
+                    return Ok(Some(task));
+                }
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    async fn run(
+        &self,
+        tool: Arc<dyn Tool>,
+        mut task: TaskRecord,
+        owner: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Outcome, WorkerError> {
+        let progress = ProgressSink::latest_only();
+        let mut ctx = JobContext::new(
+            task.arguments.clone(),
+            task.checkpoint.clone(),
+            task.input_responses.clone().into_iter().collect(),
+            task.client_capabilities.clone(),
+            progress.clone(),
+        );
+        let mut next_check = Instant::now() + self.settings.check_every;
+        let mut last_save = Instant::now();
+        loop {
+            if let Some(d) = deadline
+                && Instant::now() + self.settings.deadline_margin >= d
+            {
+                return self.hand_over(&mut task, ctx.raw_checkpoint(), owner).await;
+            }
+            let step = {
+                let fut = tool.step(&ctx);
+                tokio::pin!(fut);
+                loop {
+                    tokio::select! {
+                        out = &mut fut => break Ok(out),
+                        _ = tokio::time::sleep_until(next_check) => {
+                            next_check = Instant::now() + self.settings.check_every;
+                            if let Some(i) = self.check(&mut task, owner, &progress).await? {
+                                break Err(i);
+                            }
+                        }
+                    }
+                }
+            };
+            let step = match step {
+                Ok(s) => s,
+                Err(i) => return self.interrupted(&mut task, i).await,
+            };
+            match step {
+                Ok(Step::Continue(cp)) => {
+                    ctx.set_checkpoint(cp);
+                    if last_save.elapsed() >= self.settings.checkpoint_every {
+                        last_save = Instant::now();
+                        task.checkpoint = ctx.raw_checkpoint().clone();
+                        if let Some(m) = progress.latest_message() {
+                            task.status_message = Some(m);
+                        }
+                        task.touch();
+                        if let Some(i) = self.write_or_check(&mut task, owner, &progress).await? {
+                            return self.interrupted(&mut task, i).await;
+                        }
+                    }
+                    if Instant::now() >= next_check {
+                        next_check = Instant::now() + self.settings.check_every;
+                        if let Some(i) = self.check(&mut task, owner, &progress).await? {
+                            return self.interrupted(&mut task, i).await;
+                        }
+                    }
+                }
+                Ok(Step::NeedInput(requests)) => {
+                    if let Err(e) = task.clone().require_input(requests.clone()) {
+                        tracing::error!(task_id = %task.task_id, error = %e, "job asked for input incorrectly");
+                        let err = ErrorObject::internal("The job asked for input incorrectly");
+                        return self.finish(&mut task, |t| t.fail(err.clone())).await;
+                    }
+                    let cp = ctx.raw_checkpoint().clone();
+                    let out = self
+                        .finish(&mut task, move |t| {
+                            t.checkpoint = cp.clone();
+                            t.require_input(requests.clone())
+                        })
+                        .await?;
+                    return Ok(match out {
+                        Outcome::Finished(TaskStatus::InputRequired) => Outcome::WaitingForInput,
+                        other => other,
+                    });
+                }
+                Ok(Step::Done(result)) => {
+                    return self.finish(&mut task, |t| t.complete(result.clone())).await;
+                }
+                Err(JobError::Tool(msg)) => {
+                    let result = tool_error_result(msg);
+                    return self.finish(&mut task, |t| t.complete(result.clone())).await;
+                }
+                Err(JobError::Protocol(err)) => {
+                    return self.finish(&mut task, |t| t.fail(err.clone())).await;
+                }
+                Err(JobError::InvalidParams(msg)) => {
+                    let err = ErrorObject {
+                        code: INVALID_PARAMS,
+                        message: msg,
+                        data: None,
+                    };
+                    return self.finish(&mut task, |t| t.fail(err.clone())).await;
+                }
+            }
+        }
+    }
+
+    /// Re-reads the task: interrupts on cancellation or a lost lease; renews the lease and
+    /// flushes progress when due.
+    async fn check(
+        &self,
+        task: &mut TaskRecord,
+        owner: &str,
+        progress: &ProgressSink,
+    ) -> Result<Option<Interrupt>, WorkerError> {
+        let Some(stored) = self.store.get(&task.tenant, &task.task_id).await? else {
+            return Ok(Some(Interrupt::Lost));
+        };
+        if let Some(i) = self.verdict(&stored, owner) {
+            return Ok(Some(i));
+        }
+        let now = now_ms();
+        let msg = progress.latest_message();
+        let renew = stored
+            .lease
+            .as_ref()
+            .is_none_or(|l| l.expires_at_ms < now + self.settings.lease.as_millis() as u64 / 2);
+        let keep_checkpoint = std::mem::replace(task, stored);
+        task.checkpoint = keep_checkpoint.checkpoint;
+        if renew || (msg.is_some() && msg != task.status_message) {
+            if let Some(m) = msg {
+                task.status_message = Some(m);
+            }
+            task.touch();
+            return self.write_or_check(task, owner, progress).await;
+        }
+        Ok(None)
+    }
+
+    fn verdict(&self, stored: &TaskRecord, owner: &str) -> Option<Interrupt> {
+        if stored.cancel_requested && !stored.status.is_terminal() {
+            return Some(Interrupt::Cancel);
+        }
+        let ours = stored.lease.as_ref().is_some_and(|l| l.owner == owner);
+        if stored.status != TaskStatus::Working || !ours || stored.is_expired(now_ms()) {
+            return Some(Interrupt::Lost);
+        }
+        None
+    }
+
+    /// Writes `task` (renewing the lease); on a lost race re-reads and decides.
+    async fn write_or_check(
+        &self,
+        task: &mut TaskRecord,
+        owner: &str,
+        progress: &ProgressSink,
+    ) -> Result<Option<Interrupt>, WorkerError> {
+        task.lease = Some(Lease {
+            owner: owner.to_owned(),
+            expires_at_ms: now_ms() + self.settings.lease.as_millis() as u64,
+        });
+        match self.store.update(task).await {
+            Ok(v) => {
+                task.version = v;
+                Ok(None)
+            }
+            Err(StoreError::Conflict) => {
+                let Some(stored) = self.store.get(&task.tenant, &task.task_id).await? else {
+                    return Ok(Some(Interrupt::Lost));
+                };
+                if let Some(i) = self.verdict(&stored, owner) {
+                    return Ok(Some(i));
+                }
+                let cp = std::mem::replace(task, stored).checkpoint;
+                task.checkpoint = cp;
+                Box::pin(self.write_or_check(task, owner, progress)).await
+            }
+            Err(StoreError::TooLarge(n)) => {
+                tracing::warn!(task_id = %task.task_id, bytes = n, "checkpoint too large; not saved");
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn interrupted(
+        &self,
+        task: &mut TaskRecord,
+        why: Interrupt,
+    ) -> Result<Outcome, WorkerError> {
+        match why {
+            Interrupt::Lost => Ok(Outcome::Superseded),
+            Interrupt::Cancel => self.finish(task, TaskRecord::cancel).await,
+        }
+    }
+
+    /// Applies a final change with a conditional write, re-reading on lost races. A cancel
+    /// request seen on re-read wins over the change (the client asked first).
+    async fn finish<E>(
+        &self,
+        task: &mut TaskRecord,
+        change: impl Fn(&mut TaskRecord) -> Result<(), E>,
+    ) -> Result<Outcome, WorkerError> {
+        loop {
+            let mut next = task.clone();
+            let applied = if next.cancel_requested && !next.status.is_terminal() {
+                next.cancel().is_ok()
+            } else {
+                change(&mut next).is_ok()
+            };
+            if !applied {
+                return Ok(Outcome::Superseded);
+            }
+            match self.store.update(&next).await {
+                Ok(v) => {
+                    next.version = v;
+                    *task = next;
+                    tracing::info!(task_id = %task.task_id, status = task.status.as_str(), "task.{}", task.status.as_str());
+                    return Ok(Outcome::Finished(task.status));
+                }
+                Err(StoreError::Conflict) => {
+                    let Some(stored) = self.store.get(&task.tenant, &task.task_id).await? else {
+                        return Ok(Outcome::Superseded);
+                    };
+                    if stored.status.is_terminal() {
+                        return Ok(Outcome::Superseded);
+                    }
+                    let cp = std::mem::replace(task, stored).checkpoint;
+                    if task.status == TaskStatus::Working {
+                        task.checkpoint = cp;
+                    }
+                }
+                Err(StoreError::TooLarge(n)) => {
+                    tracing::warn!(task_id = %task.task_id, bytes = n, "result too large to store");
+                    let err = ErrorObject::internal(
+                        "The result is too large to store; the task could not complete",
+                    );
+                    let mut failed = task.clone();
+                    if failed.fail(err).is_err() {
+                        return Ok(Outcome::Superseded);
+                    }
+                    return match self.store.update(&failed).await {
+                        Ok(_) => Ok(Outcome::Finished(TaskStatus::Failed)),
+                        Err(StoreError::Conflict) => Ok(Outcome::Superseded),
+                        Err(e) => Err(e.into()),
+                    };
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Saves the checkpoint, releases the lease and enqueues a continuation.
+    async fn hand_over(
+        &self,
+        task: &mut TaskRecord,
+        checkpoint: &Value,
+        _owner: &str,
+    ) -> Result<Outcome, WorkerError> {
+        task.checkpoint = checkpoint.clone();
+        task.lease = None;
+        task.touch();
+        match self.store.update(task).await {
+            Ok(v) => task.version = v,
+            Err(StoreError::Conflict) => return Ok(Outcome::Superseded),
+            Err(e) => return Err(e.into()),
+        }
+        self.queue
+            .enqueue(
+                WorkMessage {
+                    tenant: task.tenant.clone(),
+                    task_id: task.task_id.clone(),
+                    kind: WorkKind::Continue,
+                },
+                Duration::ZERO,
+            )
+            .await?;
+        tracing::info!(task_id = %task.task_id, "task.continued");
+        Ok(Outcome::Continued)
+    }
+}
