@@ -170,7 +170,9 @@ impl Engine {
     pub async fn cancel(&self, tenant: &str, task_id: &str) -> Result<(), McpError> {
         for _ in 0..MAX_RACES {
             let mut task = self.get(tenant, task_id).await?;
-            if task.status.is_terminal() || (task.cancel_requested && task.status == TaskStatus::Working) {
+            if task.status.is_terminal()
+                || (task.cancel_requested && task.status == TaskStatus::Working)
+            {
                 return Ok(());
             }
             task.cancel_requested = true;

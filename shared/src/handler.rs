@@ -19,7 +19,7 @@ use crate::protocol::envelope::{self, Incoming, Request};
 use crate::protocol::headers::{check_params, expect_header, header_value, mirrored_params};
 use crate::protocol::state::{RoundState, StateSealer, args_digest};
 use crate::protocol::{
-    HEADER_MISMATCH, McpError, MISSING_CAPABILITY, RequestMeta, SUPPORTED_VERSIONS,
+    HEADER_MISMATCH, MISSING_CAPABILITY, McpError, RequestMeta, SUPPORTED_VERSIONS,
     TASKS_EXTENSION, UNSUPPORTED_VERSION, failure, result_meta, success,
 };
 use crate::tools::{Policy, Preflight, Registry, Tool};
@@ -173,8 +173,10 @@ impl McpService {
         );
         discover.insert(
             "instructions".into(),
-            json!("Long-running tools return a durable task: poll tasks/get (honour pollIntervalMs), \
-                   answer input requests with tasks/update, stop with tasks/cancel."),
+            json!(
+                "Long-running tools return a durable task: poll tasks/get (honour pollIntervalMs), \
+                   answer input requests with tasks/update, stop with tasks/cancel."
+            ),
         );
         discover.insert("ttlMs".into(), json!(config.list_ttl_ms));
         discover.insert("cacheScope".into(), json!("public"));
@@ -203,7 +205,10 @@ impl McpService {
     /// Serves one HTTP request.
     pub async fn handle(self: &Arc<Self>, req: HttpRequest) -> Reply {
         if req.path != self.config.endpoint_path {
-            return Reply::error(None, &McpError::method_not_found(&req.path).with_status(404));
+            return Reply::error(
+                None,
+                &McpError::method_not_found(&req.path).with_status(404),
+            );
         }
         if let Err(e) = self.check_host(&req.headers) {
             return Reply::error(None, &e);
@@ -268,7 +273,9 @@ impl McpService {
                 .iter()
                 .any(|a| a.eq_ignore_ascii_case(name))
         };
-        if let Some(host) = headers.get(http::header::HOST).and_then(|h| h.to_str().ok())
+        if let Some(host) = headers
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok())
             && !allowed(host)
         {
             return Err(McpError::invalid_request("Host not allowed").with_status(403));
@@ -293,15 +300,27 @@ impl McpService {
         let method = req.method.as_str();
         if !matches!(
             method,
-            "server/discover" | "tools/list" | "tools/call" | "tasks/get" | "tasks/update" | "tasks/cancel"
+            "server/discover"
+                | "tools/list"
+                | "tools/call"
+                | "tasks/get"
+                | "tasks/update"
+                | "tasks/cancel"
         ) {
             return Err(McpError::method_not_found(method));
         }
         let meta = envelope::read_meta(&req.params)?;
+        // The header must mirror the body before the version itself is judged: a mismatch is
+        // -32020 even when the body names a version we do not speak.
+        expect_header(
+            headers,
+            "mcp-protocol-version",
+            &meta.protocol_version,
+            true,
+        )?;
         if !SUPPORTED_VERSIONS.contains(&meta.protocol_version.as_str()) {
             return Err(McpError::unsupported_version(&meta.protocol_version));
         }
-        expect_header(headers, "mcp-protocol-version", &meta.protocol_version, true)?;
         expect_header(headers, "mcp-method", method, true)?;
         let tenant = self.config.tenant.clone();
         let ok = |m: Map<String, Value>| Ok(Reply::json(200, success(&req.id, m)));
@@ -384,9 +403,17 @@ impl McpService {
         let arguments = match req.params.get("arguments") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(a)) => a.clone(),
-            Some(_) => return Err(McpError::invalid_params("params.arguments must be an object")),
+            Some(_) => {
+                return Err(McpError::invalid_params(
+                    "params.arguments must be an object",
+                ));
+            }
         };
-        check_params(headers, &mirrored_params(&tool.def().input_schema), &arguments)?;
+        check_params(
+            headers,
+            &mirrored_params(&tool.def().input_schema),
+            &arguments,
+        )?;
         let arguments = Value::Object(arguments);
         let responses = match req.params.get("inputResponses") {
             None => None,
@@ -396,12 +423,20 @@ impl McpService {
                     "At most {MAX_INPUT_RESPONSES} input responses per request"
                 )));
             }
-            Some(_) => return Err(McpError::invalid_params("params.inputResponses must be an object")),
+            Some(_) => {
+                return Err(McpError::invalid_params(
+                    "params.inputResponses must be an object",
+                ));
+            }
         };
         let state = match req.params.get("requestState") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(self.open_state(s, tenant, name, &arguments)?),
-            Some(_) => return Err(McpError::invalid_params("params.requestState must be a string")),
+            Some(_) => {
+                return Err(McpError::invalid_params(
+                    "params.requestState must be a string",
+                ));
+            }
         };
         // Answers: those carried in the state, plus new ones for keys that are outstanding
         // (without a state, every answer is offered to the job, which looks up its own keys).
@@ -494,7 +529,9 @@ impl McpService {
                 let tenant = tenant.to_owned();
                 let name = name.to_owned();
                 tokio::spawn(async move {
-                    let outcome = this.run_inline(&tool, ctx, &tenant, &name, &arguments).await;
+                    let outcome = this
+                        .run_inline(&tool, ctx, &tenant, &name, &arguments)
+                        .await;
                     let msg = match outcome {
                         CallOutcome::Result(m) => success(&id, m),
                         CallOutcome::Error(e) => failure(Some(&id), &e.error),
@@ -562,7 +599,10 @@ impl McpService {
         match e {
             JobError::InvalidParams(m) => CallOutcome::Error(McpError::invalid_params(m)),
             JobError::Tool(m) => CallOutcome::Result(finish(
-                crate::jobs::tool_error_result(m).as_object().cloned().unwrap_or_default(),
+                crate::jobs::tool_error_result(m)
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
                 "complete",
                 &self.meta,
             )),
@@ -611,13 +651,15 @@ impl McpService {
             }
             Ok(Ok(Step::Continue(_))) => unreachable!("the loop only returns final steps"),
             Ok(Err(e)) => self.job_error(e),
-            Err(_) if policy == Policy::Optional => CallOutcome::Error(
-                McpError::tasks_extension_required(format!(
+            Err(_) if policy == Policy::Optional => {
+                CallOutcome::Error(McpError::tasks_extension_required(format!(
                     "Tool {name} needs longer than the synchronous budget: declare the \
                      {TASKS_EXTENSION} extension to run it as a task"
-                )),
-            ),
-            Err(_) => CallOutcome::Error(McpError::internal_with("The tool did not finish in time")),
+                )))
+            }
+            Err(_) => {
+                CallOutcome::Error(McpError::internal_with("The tool did not finish in time"))
+            }
         }
     }
 }

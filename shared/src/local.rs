@@ -82,7 +82,9 @@ pub enum StartError {
         source: std::io::Error,
     },
     /// The embedded database.
-    #[error("opening the task database failed (is another mcp-tasks using this data directory?): {0}")]
+    #[error(
+        "opening the task database failed (is another mcp-tasks using this data directory?): {0}"
+    )]
     Store(#[from] crate::store::StoreError),
     /// The listen address.
     #[error("cannot listen on {addr}: {source}")]
@@ -159,7 +161,8 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
     };
     std::fs::create_dir_all(&opts.data_dir).map_err(dir_err)?;
     let key = state_key(&opts.data_dir).map_err(dir_err)?;
-    let store: Arc<dyn TaskStore> = Arc::new(EmbeddedStore::open(&opts.data_dir.join("tasks.redb"))?);
+    let store: Arc<dyn TaskStore> =
+        Arc::new(EmbeddedStore::open(&opts.data_dir.join("tasks.redb"))?);
     let (queue, rx) = LocalQueue::new();
     let queue = Arc::new(queue);
     let tools: Vec<Arc<dyn Tool>> = match opts.tools {
@@ -168,10 +171,20 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
     };
     let registry = Arc::new(Registry::new(tools));
     let engine = Engine::new(store.clone(), queue.clone(), opts.tasks.clone());
-    let worker = Arc::new(Worker::new(store, queue.clone(), registry.clone(), opts.worker.clone()));
+    let worker = Arc::new(Worker::new(
+        store,
+        queue.clone(),
+        registry.clone(),
+        opts.worker.clone(),
+    ));
     let (shutdown, mut stop) = watch::channel(false);
 
-    tokio::spawn(run_worker_pool(worker, rx, opts.max_concurrent_jobs, stop.clone()));
+    tokio::spawn(run_worker_pool(
+        worker,
+        rx,
+        opts.max_concurrent_jobs,
+        stop.clone(),
+    ));
     match engine.recover().await {
         Ok(0) => {}
         Ok(n) => tracing::info!(tasks = n, "recovered unfinished tasks"),

@@ -101,7 +101,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn delayed_messages_arrive_after_their_delay() {
         let (q, mut rx) = LocalQueue::new();
-        q.enqueue(msg("late"), Duration::from_secs(5)).await.unwrap();
+        q.enqueue(msg("late"), Duration::from_secs(5))
+            .await
+            .unwrap();
         q.enqueue(msg("now"), Duration::ZERO).await.unwrap();
         assert_eq!(rx.recv().await.unwrap().task_id, "now");
         let start = tokio::time::Instant::now();
@@ -113,7 +115,10 @@ mod tests {
     fn messages_round_trip_as_json() {
         let m = msg("tsk_1");
         let v = serde_json::to_value(&m).unwrap();
-        assert_eq!(v, serde_json::json!({"tenant": "t", "task_id": "tsk_1", "kind": "start"}));
+        assert_eq!(
+            v,
+            serde_json::json!({"tenant": "t", "task_id": "tsk_1", "kind": "start"})
+        );
         assert_eq!(serde_json::from_value::<WorkMessage>(v).unwrap(), m);
     }
 }

@@ -184,7 +184,8 @@ impl TaskRecord {
 
     /// Epoch milliseconds after which the task reads as not found.
     pub fn expires_at_ms(&self) -> Option<u64> {
-        self.ttl_ms.map(|ttl| self.created_at_ms.saturating_add(ttl))
+        self.ttl_ms
+            .map(|ttl| self.created_at_ms.saturating_add(ttl))
     }
 
     /// True once the task is past its `ttlMs`.
@@ -321,7 +322,9 @@ impl TaskRecord {
             TaskStatus::Completed => {
                 m.insert(
                     "result".into(),
-                    self.result.clone().unwrap_or_else(|| json!({"content": []})),
+                    self.result
+                        .clone()
+                        .unwrap_or_else(|| json!({"content": []})),
                 );
             }
             TaskStatus::Failed => {
@@ -374,7 +377,15 @@ mod tests {
     use super::*;
 
     fn record() -> TaskRecord {
-        TaskRecord::new("t", new_task_id(), "tool", json!({}), Some(60_000), 1000, json!({}))
+        TaskRecord::new(
+            "t",
+            new_task_id(),
+            "tool",
+            json!({}),
+            Some(60_000),
+            1000,
+            json!({}),
+        )
     }
 
     #[test]
@@ -410,7 +421,11 @@ mod tests {
 
     #[test]
     fn terminal_states_refuse_every_change() {
-        for terminal in [TaskStatus::Completed, TaskStatus::Failed, TaskStatus::Cancelled] {
+        for terminal in [
+            TaskStatus::Completed,
+            TaskStatus::Failed,
+            TaskStatus::Cancelled,
+        ] {
             let mut r = record();
             r.status = terminal;
             assert!(r.complete(json!({})).is_err());
@@ -472,7 +487,8 @@ mod tests {
     #[test]
     fn detailed_task_carries_what_its_status_requires() {
         let mut r = record();
-        r.complete(json!({"content": [], "resultType": "complete"})).unwrap();
+        r.complete(json!({"content": [], "resultType": "complete"}))
+            .unwrap();
         let d = r.to_detailed();
         assert_eq!(d["resultType"], "complete");
         assert_eq!(d["status"], "completed");

@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 use mcp_tasks_core::local::{self, LocalOptions, ToolSet};
 
 #[derive(Parser)]
-#[command(name = "mcp-tasks", version, about = "A durable MCP task server (MCP 2026-07-28, SEP-2663 tasks)")]
+#[command(
+    name = "mcp-tasks",
+    version,
+    about = "A durable MCP task server (MCP 2026-07-28, SEP-2663 tasks)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -42,9 +46,15 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let Command::Serve { listen, data_dir, fixtures } = Cli::parse().command;
+    let Command::Serve {
+        listen,
+        data_dir,
+        fixtures,
+    } = Cli::parse().command;
     if !listen.ip().is_loopback() {
-        anyhow::bail!("refusing to listen on {listen}: without authentication the server binds to loopback only");
+        anyhow::bail!(
+            "refusing to listen on {listen}: without authentication the server binds to loopback only"
+        );
     }
     let mut opts = LocalOptions::new(listen, data_dir);
     if fixtures.is_some() {

@@ -175,7 +175,9 @@ mod tests {
     #[test]
     fn requests_and_notifications_are_told_apart() {
         let r = parse(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#).unwrap();
-        assert!(matches!(r, Incoming::Request(Request { ref method, .. }) if method == "tools/list"));
+        assert!(
+            matches!(r, Incoming::Request(Request { ref method, .. }) if method == "tools/list")
+        );
         let n = parse(br#"{"jsonrpc":"2.0","method":"notifications/x"}"#).unwrap();
         assert!(matches!(n, Incoming::Notification { .. }));
     }
@@ -184,12 +186,30 @@ mod tests {
     fn malformed_bodies_get_spec_errors_with_the_id_when_readable() {
         assert_eq!(err("{not json"), (None, -32700));
         assert_eq!(err("[]"), (None, -32600));
-        assert_eq!(err(r#"{"jsonrpc":"1.0","id":3,"method":"x"}"#), (Some(json!(3)), -32600));
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":"a","method":5}"#), (Some(json!("a")), -32600));
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), (Some(json!(1)), -32600));
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#), (None, -32600));
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#), (None, -32600));
-        assert_eq!(err(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}"#), (Some(json!(1)), -32600));
+        assert_eq!(
+            err(r#"{"jsonrpc":"1.0","id":3,"method":"x"}"#),
+            (Some(json!(3)), -32600)
+        );
+        assert_eq!(
+            err(r#"{"jsonrpc":"2.0","id":"a","method":5}"#),
+            (Some(json!("a")), -32600)
+        );
+        assert_eq!(
+            err(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            (Some(json!(1)), -32600)
+        );
+        assert_eq!(
+            err(r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#),
+            (None, -32600)
+        );
+        assert_eq!(
+            err(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#),
+            (None, -32600)
+        );
+        assert_eq!(
+            err(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}"#),
+            (Some(json!(1)), -32600)
+        );
     }
 
     #[test]

@@ -139,9 +139,15 @@ mod tests {
 
     #[test]
     fn sentinel_values_are_decoded_and_malformed_ones_refused() {
-        assert_eq!(decode_sentinel("=?base64?w6l0w6k=?=").as_deref(), Some("été"));
+        assert_eq!(
+            decode_sentinel("=?base64?w6l0w6k=?=").as_deref(),
+            Some("été")
+        );
         assert_eq!(decode_sentinel("plain").as_deref(), Some("plain"));
-        assert_eq!(decode_sentinel("=?base64?abc").as_deref(), Some("=?base64?abc"));
+        assert_eq!(
+            decode_sentinel("=?base64?abc").as_deref(),
+            Some("=?base64?abc")
+        );
         assert_eq!(decode_sentinel("=?base64?!!!?="), None);
         assert_eq!(decode_sentinel("=?base64?YQ?="), None, "bad padding");
     }
@@ -167,7 +173,10 @@ mod tests {
         let ok = headers(&[("mcp-param-region", "eu-west-1"), ("mcp-param-n", "42")]);
         assert!(check_params(&ok, &m, args).is_ok());
         let missing = headers(&[("mcp-param-n", "42")]);
-        assert_eq!(check_params(&missing, &m, args).unwrap_err().error.code, -32020);
+        assert_eq!(
+            check_params(&missing, &m, args).unwrap_err().error.code,
+            -32020
+        );
         let wrong = headers(&[("mcp-param-region", "us"), ("mcp-param-n", "42")]);
         assert!(check_params(&wrong, &m, args).is_err());
     }

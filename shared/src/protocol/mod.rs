@@ -97,7 +97,12 @@ impl McpError {
 
     /// Body is not JSON.
     pub fn parse_error() -> Self {
-        Self::new(400, PARSE_ERROR, "Parse error: the body is not valid JSON", None)
+        Self::new(
+            400,
+            PARSE_ERROR,
+            "Parse error: the body is not valid JSON",
+            None,
+        )
     }
 
     /// Body is JSON but not a JSON-RPC request or notification.
@@ -258,7 +263,9 @@ mod tests {
         assert_eq!(e.error.code, -32021);
         assert_eq!(
             e.error.data,
-            Some(json!({"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}))
+            Some(
+                json!({"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}})
+            )
         );
     }
 
@@ -292,8 +299,12 @@ mod tests {
 
     #[test]
     fn tasks_declaration_must_be_an_object() {
-        assert!(declares_tasks(&json!({"extensions": {TASKS_EXTENSION: {}}})));
-        assert!(!declares_tasks(&json!({"extensions": {TASKS_EXTENSION: true}})));
+        assert!(declares_tasks(
+            &json!({"extensions": {TASKS_EXTENSION: {}}})
+        ));
+        assert!(!declares_tasks(
+            &json!({"extensions": {TASKS_EXTENSION: true}})
+        ));
         assert!(!declares_tasks(&json!({})));
     }
 }

@@ -58,7 +58,10 @@ async fn another_tenant_sees_nothing(s: &impl TaskStore) {
     assert_eq!(s.get("b", &t.task_id).await.unwrap(), None);
     let mut foreign = t.clone();
     foreign.tenant = "b".into();
-    assert!(matches!(s.update(&foreign).await, Err(StoreError::Conflict)));
+    assert!(matches!(
+        s.update(&foreign).await,
+        Err(StoreError::Conflict)
+    ));
     s.delete("b", &t.task_id).await.unwrap();
     assert!(s.get("a", &t.task_id).await.unwrap().is_some());
 }
@@ -130,14 +133,19 @@ async fn oversized_records_are_refused_and_change_nothing(s: &impl TaskStore) {
     let t = task("a", None);
     s.create(&t).await.unwrap();
     let mut big = s.get("a", &t.task_id).await.unwrap().unwrap();
-    big.complete(json!({"content": [{"type": "text", "text": "x".repeat(super::MAX_RECORD_BYTES)}]}))
-        .unwrap();
+    big.complete(
+        json!({"content": [{"type": "text", "text": "x".repeat(super::MAX_RECORD_BYTES)}]}),
+    )
+    .unwrap();
     assert!(matches!(s.update(&big).await, Err(StoreError::TooLarge(_))));
     let now = s.get("a", &t.task_id).await.unwrap().unwrap();
     assert_eq!(now.status, TaskStatus::Working);
     let mut huge = task("a", None);
     huge.arguments = json!("y".repeat(super::MAX_RECORD_BYTES));
-    assert!(matches!(s.create(&huge).await, Err(StoreError::TooLarge(_))));
+    assert!(matches!(
+        s.create(&huge).await,
+        Err(StoreError::TooLarge(_))
+    ));
     assert_eq!(s.get("a", &huge.task_id).await.unwrap(), None);
 }
 

@@ -225,7 +225,15 @@ mod tests {
     async fn records_and_indexes_survive_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tasks.redb");
-        let task = TaskRecord::new("t", new_task_id(), "x", json!({"a": 1}), None, 1000, json!({}));
+        let task = TaskRecord::new(
+            "t",
+            new_task_id(),
+            "x",
+            json!({"a": 1}),
+            None,
+            1000,
+            json!({}),
+        );
         {
             let store = EmbeddedStore::open(&path).unwrap();
             store.create(&task).await.unwrap();

@@ -111,7 +111,9 @@ impl HashChain {
             )));
         }
         if a.pace_ms > 10_000 {
-            return Err(JobError::InvalidParams("pace_ms must be at most 10000".into()));
+            return Err(JobError::InvalidParams(
+                "pace_ms must be at most 10000".into(),
+            ));
         }
         Ok(a)
     }
@@ -135,13 +137,14 @@ impl Tool for HashChain {
             cp.resumed_at = Some(cp.done);
         }
         let n = (a.rounds - cp.done).min(ROUNDS_PER_STEP);
-        let start = if cp.done == 0 {
-            None
-        } else {
-            Some(unhex(&cp.digest).ok_or_else(|| {
-                JobError::Protocol(ErrorObject::internal("Corrupt checkpoint"))
-            })?)
-        };
+        let start =
+            if cp.done == 0 {
+                None
+            } else {
+                Some(unhex(&cp.digest).ok_or_else(|| {
+                    JobError::Protocol(ErrorObject::internal("Corrupt checkpoint"))
+                })?)
+            };
         let seed = a.seed.clone();
         // CPU-bound: off the async threads.
         let digest = tokio::task::spawn_blocking(move || match start {
@@ -172,7 +175,9 @@ impl Tool for HashChain {
         if a.pace_ms > 0 {
             tokio::time::sleep(Duration::from_millis(a.pace_ms)).await;
         }
-        Ok(Step::Continue(serde_json::to_value(&cp).unwrap_or_default()))
+        Ok(Step::Continue(
+            serde_json::to_value(&cp).unwrap_or_default(),
+        ))
     }
 }
 
@@ -205,7 +210,9 @@ impl Wait {
     fn millis(ctx: &JobContext) -> Result<u64, JobError> {
         let a: WaitArgs = ctx.args()?;
         if !(0.0..=86_400.0).contains(&a.seconds) {
-            return Err(JobError::InvalidParams("seconds must be within 0..=86400".into()));
+            return Err(JobError::InvalidParams(
+                "seconds must be within 0..=86400".into(),
+            ));
         }
         Ok((a.seconds * 1000.0) as u64)
     }
@@ -237,7 +244,11 @@ impl Tool for Wait {
         ctx.progress(
             waited as f64,
             Some(total as f64),
-            format!("Waited {:.1} of {:.1} s", waited as f64 / 1000.0, total as f64 / 1000.0),
+            format!(
+                "Waited {:.1} of {:.1} s",
+                waited as f64 / 1000.0,
+                total as f64 / 1000.0
+            ),
         );
         Ok(Step::Continue(json!(waited)))
     }

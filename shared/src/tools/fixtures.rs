@@ -11,7 +11,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Policy, Preflight, Tool, ToolDef, object_schema};
-use crate::jobs::{JobContext, JobError, Step, accepted, elicitation, text_result, tool_error_result};
+use crate::jobs::{
+    JobContext, JobError, Step, accepted, elicitation, text_result, tool_error_result,
+};
 use crate::protocol::{ErrorObject, INTERNAL_ERROR, McpError};
 
 /// A 1x1 transparent PNG.
@@ -131,7 +133,9 @@ struct SlowArgs {
 fn slow_wait(ctx: &JobContext) -> Result<u64, JobError> {
     let a: SlowArgs = ctx.args()?;
     if !(0.0..=86_400.0).contains(&a.seconds) {
-        return Err(JobError::InvalidParams("seconds must be within 0..=86400".into()));
+        return Err(JobError::InvalidParams(
+            "seconds must be within 0..=86400".into(),
+        ));
     }
     Ok((a.seconds * 1000.0) as u64)
 }
@@ -167,32 +171,74 @@ fn delayed(
 /// The conformance fixture set, in the order the suite needs (`test_simple_text` first).
 pub fn conformance_tools() -> Vec<Arc<dyn Tool>> {
     let mut tools = vec![
-        tool("test_simple_text", "Returns a fixed text.", json!({"type": "object"}), Policy::Sync, |_| {
-            done(text_result("This is a simple text response for testing."))
-        }),
-        tool("test_image_content", "Returns a 1x1 PNG.", json!({"type": "object"}), Policy::Sync, |_| {
-            done(json!({"content": [{"type": "image", "data": PNG_1X1, "mimeType": "image/png"}]}))
-        }),
-        tool("test_audio_content", "Returns a tiny WAV.", json!({"type": "object"}), Policy::Sync, |_| {
-            done(json!({"content": [{"type": "audio", "data": WAV_TINY, "mimeType": "audio/wav"}]}))
-        }),
-        tool("test_embedded_resource", "Returns an embedded resource.", json!({"type": "object"}), Policy::Sync, |_| {
-            done(json!({"content": [{"type": "resource", "resource": {
+        tool(
+            "test_simple_text",
+            "Returns a fixed text.",
+            json!({"type": "object"}),
+            Policy::Sync,
+            |_| done(text_result("This is a simple text response for testing.")),
+        ),
+        tool(
+            "test_image_content",
+            "Returns a 1x1 PNG.",
+            json!({"type": "object"}),
+            Policy::Sync,
+            |_| {
+                done(
+                    json!({"content": [{"type": "image", "data": PNG_1X1, "mimeType": "image/png"}]}),
+                )
+            },
+        ),
+        tool(
+            "test_audio_content",
+            "Returns a tiny WAV.",
+            json!({"type": "object"}),
+            Policy::Sync,
+            |_| {
+                done(
+                    json!({"content": [{"type": "audio", "data": WAV_TINY, "mimeType": "audio/wav"}]}),
+                )
+            },
+        ),
+        tool(
+            "test_embedded_resource",
+            "Returns an embedded resource.",
+            json!({"type": "object"}),
+            Policy::Sync,
+            |_| {
+                done(json!({"content": [{"type": "resource", "resource": {
                 "uri": "test://embedded-resource", "mimeType": "text/plain",
                 "text": "This is an embedded resource content."}}]}))
-        }),
-        tool("test_multiple_content_types", "Returns text, image and resource.", json!({"type": "object"}), Policy::Sync, |_| {
-            done(json!({"content": [
+            },
+        ),
+        tool(
+            "test_multiple_content_types",
+            "Returns text, image and resource.",
+            json!({"type": "object"}),
+            Policy::Sync,
+            |_| {
+                done(json!({"content": [
                 {"type": "text", "text": "Multiple content types test:"},
                 {"type": "image", "data": PNG_1X1, "mimeType": "image/png"},
                 {"type": "resource", "resource": {"uri": "test://mixed-content-resource",
                     "mimeType": "application/json", "text": "{\"test\":\"data\",\"value\":123}"}}]}))
-        }),
-        tool("test_error_handling", "Always returns a tool error.", json!({"type": "object"}), Policy::Sync, |_| {
-            done(tool_error_result("This tool intentionally returns an error for testing"))
-        }),
+            },
+        ),
+        tool(
+            "test_error_handling",
+            "Always returns a tool error.",
+            json!({"type": "object"}),
+            Policy::Sync,
+            |_| {
+                done(tool_error_result(
+                    "This tool intentionally returns an error for testing",
+                ))
+            },
+        ),
         Arc::new(ProgressFixture::def()),
-        tool("json_schema_2020_12_tool", "Advertises a JSON Schema 2020-12 input schema.",
+        tool(
+            "json_schema_2020_12_tool",
+            "Advertises a JSON Schema 2020-12 input schema.",
             json!({"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",
                 "$defs":{"address":{"$anchor":"addressDef","type":"object",
                   "properties":{"street":{"type":"string"},"city":{"type":"string"}}}},
@@ -203,26 +249,56 @@ pub fn conformance_tools() -> Vec<Arc<dyn Tool>> {
                 "if":{"properties":{"contactMethod":{"const":"phone"}},"required":["contactMethod"]},
                 "then":{"required":["phone"]},"else":{"required":["email"]},
                 "additionalProperties":false}),
-            Policy::Sync, |_| done(text_result("ok"))),
-        tool("test_custom_header", "Echoes a region mirrored in the Mcp-Param-Region header.",
-            object_schema(json!({"region": {"type": "string", "x-mcp-header": "Region"}}), &[]),
-            Policy::Sync, |ctx| {
-                let region = ctx.arguments().get("region").and_then(Value::as_str).unwrap_or("");
+            Policy::Sync,
+            |_| done(text_result("ok")),
+        ),
+        tool(
+            "test_custom_header",
+            "Echoes a region mirrored in the Mcp-Param-Region header.",
+            object_schema(
+                json!({"region": {"type": "string", "x-mcp-header": "Region"}}),
+                &[],
+            ),
+            Policy::Sync,
+            |ctx| {
+                let region = ctx
+                    .arguments()
+                    .get("region")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
                 done(text_result(format!("region={region}")))
-            }),
-        tool("test_missing_capability", "Needs the sampling capability.", json!({"type": "object"}), Policy::Sync, |ctx| {
-            if !ctx.client_declares("sampling") {
-                let e = McpError::missing_capability("This tool needs the sampling capability", json!({"sampling": {}}));
-                return Err(JobError::Protocol(e.error));
-            }
-            done(text_result("Success"))
-        }),
-        tool("test_streaming_elicitation", "Completes with text.", json!({"type": "object"}), Policy::Sync, |_| {
-            done(text_result("Streaming elicitation fixture done"))
-        }),
-        tool("test_logging_tool", "Would log only when a log level is requested.", json!({"type": "object"}), Policy::Sync, |_| {
-            done(text_result("Logging fixture done"))
-        }),
+            },
+        ),
+        tool(
+            "test_missing_capability",
+            "Needs the sampling capability.",
+            json!({"type": "object"}),
+            Policy::Sync,
+            |ctx| {
+                if !ctx.client_declares("sampling") {
+                    let e = McpError::missing_capability(
+                        "This tool needs the sampling capability",
+                        json!({"sampling": {}}),
+                    );
+                    return Err(JobError::Protocol(e.error));
+                }
+                done(text_result("Success"))
+            },
+        ),
+        tool(
+            "test_streaming_elicitation",
+            "Completes with text.",
+            json!({"type": "object"}),
+            Policy::Sync,
+            |_| done(text_result("Streaming elicitation fixture done")),
+        ),
+        tool(
+            "test_logging_tool",
+            "Would log only when a log level is requested.",
+            json!({"type": "object"}),
+            Policy::Sync,
+            |_| done(text_result("Logging fixture done")),
+        ),
     ];
     tools.extend(mrtr_fixtures());
     tools.extend(task_fixtures());
@@ -232,142 +308,289 @@ pub fn conformance_tools() -> Vec<Arc<dyn Tool>> {
 /// SEP-2322 input-required fixtures (synchronous, multi-round).
 fn mrtr_fixtures() -> Vec<Arc<dyn Tool>> {
     vec![
-        tool("test_input_required_result_elicitation", "Asks for a name.", json!({"type": "object"}), Policy::Sync, |ctx| {
-            match ctx.input("user_name") {
-                None => ask(vec![("user_name", elicitation("What is your name?", name_schema()))]),
+        tool(
+            "test_input_required_result_elicitation",
+            "Asks for a name.",
+            json!({"type": "object"}),
+            Policy::Sync,
+            |ctx| match ctx.input("user_name") {
+                None => ask(vec![(
+                    "user_name",
+                    elicitation("What is your name?", name_schema()),
+                )]),
                 Some(a) => match accepted(a)? {
                     Some(c) => match c.get("name").and_then(Value::as_str) {
                         Some(n) => done(text_result(format!("Hello, {n}!"))),
-                        None => Err(JobError::InvalidParams("user_name.content.name must be a string".into())),
+                        None => Err(JobError::InvalidParams(
+                            "user_name.content.name must be a string".into(),
+                        )),
                     },
                     None => done(text_result("No name given.")),
                 },
-            }
-        }),
-        tool("test_input_required_result_sampling", "Asks the client's model a question.", json!({"type": "object"}), Policy::Sync, |ctx| {
-            match ctx.input("capital_question") {
-                None => ask(vec![("capital_question", json!({"method": "sampling/createMessage", "params": {
+            },
+        ),
+        tool(
+            "test_input_required_result_sampling",
+            "Asks the client's model a question.",
+            json!({"type": "object"}),
+            Policy::Sync,
+            |ctx| match ctx.input("capital_question") {
+                None => ask(vec![(
+                    "capital_question",
+                    json!({"method": "sampling/createMessage", "params": {
                     "messages": [{"role": "user", "content": {"type": "text", "text": "What is the capital of France?"}}],
-                    "maxTokens": 100}}))]),
+                    "maxTokens": 100}}),
+                )]),
                 Some(a) => {
-                    let text = a.get("content").and_then(|c| c.get("text")).and_then(Value::as_str).unwrap_or("(no text)");
+                    let text = a
+                        .get("content")
+                        .and_then(|c| c.get("text"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("(no text)");
                     done(text_result(format!("The model answered: {text}")))
                 }
-            }
-        }),
-        tool("test_input_required_result_list_roots", "Asks for the client's roots.", json!({"type": "object"}), Policy::Sync, |ctx| {
-            match ctx.input("client_roots") {
-                None => ask(vec![("client_roots", json!({"method": "roots/list", "params": {}}))]),
+            },
+        ),
+        tool(
+            "test_input_required_result_list_roots",
+            "Asks for the client's roots.",
+            json!({"type": "object"}),
+            Policy::Sync,
+            |ctx| match ctx.input("client_roots") {
+                None => ask(vec![(
+                    "client_roots",
+                    json!({"method": "roots/list", "params": {}}),
+                )]),
                 Some(a) => {
                     let n = a.get("roots").and_then(Value::as_array).map_or(0, Vec::len);
                     done(text_result(format!("The client has {n} root(s).")))
                 }
-            }
-        }),
-        tool("test_input_required_result_request_state", "Asks for confirmation, keeping state.", json!({"type": "object"}), Policy::Sync, |ctx| {
-            match ctx.input("confirm") {
-                None => ask(vec![("confirm", elicitation("Proceed?",
-                    json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]})))]),
-                Some(_) => done(text_result("state-ok: confirmed with the request state intact")),
-            }
-        }),
-        tool("test_input_required_result_multiple_inputs", "Asks three kinds of input at once.", json!({"type": "object"}), Policy::Sync, |ctx| {
-            let keys = ["user_info", "model_hint", "client_roots"];
-            if keys.iter().all(|k| ctx.input(k).is_some()) {
-                return done(text_result("Received all three inputs."));
-            }
-            ask(vec![
-                ("user_info", elicitation("Who are you?", name_schema())),
-                ("model_hint", json!({"method": "sampling/createMessage", "params": {
-                    "messages": [{"role": "user", "content": {"type": "text", "text": "Say hello."}}], "maxTokens": 50}})),
-                ("client_roots", json!({"method": "roots/list", "params": {}})),
-            ])
-        }),
-        tool("test_input_required_result_multi_round", "Asks twice, one round after the other.", json!({"type": "object"}), Policy::Sync, |ctx| {
-            if ctx.input("step1").is_none() {
-                return ask(vec![("step1", elicitation("Step 1: your name?", name_schema()))]);
-            }
-            if ctx.input("step2").is_none() {
-                return ask(vec![("step2", elicitation("Step 2: favourite colour?",
-                    json!({"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]})))]);
-            }
-            done(text_result("Both rounds answered."))
-        }),
-        tool("test_input_required_result_tampered_state", "Refuses a modified request state.", json!({"type": "object"}), Policy::Sync, |ctx| {
-            match ctx.input("confirm") {
-                None => ask(vec![("confirm", elicitation("Proceed?",
-                    json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]})))]),
+            },
+        ),
+        tool(
+            "test_input_required_result_request_state",
+            "Asks for confirmation, keeping state.",
+            json!({"type": "object"}),
+            Policy::Sync,
+            |ctx| match ctx.input("confirm") {
+                None => ask(vec![(
+                    "confirm",
+                    elicitation(
+                        "Proceed?",
+                        json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}),
+                    ),
+                )]),
+                Some(_) => done(text_result(
+                    "state-ok: confirmed with the request state intact",
+                )),
+            },
+        ),
+        tool(
+            "test_input_required_result_multiple_inputs",
+            "Asks three kinds of input at once.",
+            json!({"type": "object"}),
+            Policy::Sync,
+            |ctx| {
+                let keys = ["user_info", "model_hint", "client_roots"];
+                if keys.iter().all(|k| ctx.input(k).is_some()) {
+                    return done(text_result("Received all three inputs."));
+                }
+                ask(vec![
+                    ("user_info", elicitation("Who are you?", name_schema())),
+                    (
+                        "model_hint",
+                        json!({"method": "sampling/createMessage", "params": {
+                    "messages": [{"role": "user", "content": {"type": "text", "text": "Say hello."}}], "maxTokens": 50}}),
+                    ),
+                    (
+                        "client_roots",
+                        json!({"method": "roots/list", "params": {}}),
+                    ),
+                ])
+            },
+        ),
+        tool(
+            "test_input_required_result_multi_round",
+            "Asks twice, one round after the other.",
+            json!({"type": "object"}),
+            Policy::Sync,
+            |ctx| {
+                if ctx.input("step1").is_none() {
+                    return ask(vec![(
+                        "step1",
+                        elicitation("Step 1: your name?", name_schema()),
+                    )]);
+                }
+                if ctx.input("step2").is_none() {
+                    return ask(vec![(
+                        "step2",
+                        elicitation(
+                            "Step 2: favourite colour?",
+                            json!({"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}),
+                        ),
+                    )]);
+                }
+                done(text_result("Both rounds answered."))
+            },
+        ),
+        tool(
+            "test_input_required_result_tampered_state",
+            "Refuses a modified request state.",
+            json!({"type": "object"}),
+            Policy::Sync,
+            |ctx| match ctx.input("confirm") {
+                None => ask(vec![(
+                    "confirm",
+                    elicitation(
+                        "Proceed?",
+                        json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}),
+                    ),
+                )]),
                 Some(_) => done(text_result("state-ok")),
-            }
-        }),
-        tool("test_input_required_result_capabilities", "Asks only what the client declared.", json!({"type": "object"}), Policy::Sync, |ctx| {
-            if !ctx.inputs().is_empty() {
-                return done(text_result("Received the declared inputs."));
-            }
-            let mut asks = Vec::new();
-            if ctx.client_declares("elicitation") {
-                asks.push(("user_name", elicitation("What is your name?", name_schema())));
-            }
-            if ctx.client_declares("sampling") {
-                asks.push(("model_hint", json!({"method": "sampling/createMessage", "params": {
+            },
+        ),
+        tool(
+            "test_input_required_result_capabilities",
+            "Asks only what the client declared.",
+            json!({"type": "object"}),
+            Policy::Sync,
+            |ctx| {
+                if !ctx.inputs().is_empty() {
+                    return done(text_result("Received the declared inputs."));
+                }
+                let mut asks = Vec::new();
+                if ctx.client_declares("elicitation") {
+                    asks.push((
+                        "user_name",
+                        elicitation("What is your name?", name_schema()),
+                    ));
+                }
+                if ctx.client_declares("sampling") {
+                    asks.push(("model_hint", json!({"method": "sampling/createMessage", "params": {
                     "messages": [{"role": "user", "content": {"type": "text", "text": "Say hello."}}], "maxTokens": 50}})));
-            }
-            if ctx.client_declares("roots") {
-                asks.push(("client_roots", json!({"method": "roots/list", "params": {}})));
-            }
-            if asks.is_empty() {
-                return done(text_result("The client declared no input capability."));
-            }
-            ask(asks)
-        }),
+                }
+                if ctx.client_declares("roots") {
+                    asks.push((
+                        "client_roots",
+                        json!({"method": "roots/list", "params": {}}),
+                    ));
+                }
+                if asks.is_empty() {
+                    return done(text_result("The client declared no input capability."));
+                }
+                ask(asks)
+            },
+        ),
     ]
 }
 
 /// The tasks fixtures (SEP-2663).
 fn task_fixtures() -> Vec<Arc<dyn Tool>> {
     vec![
-        tool("greet", "Greets by name.", object_schema(json!({"name": {"type": "string"}}), &["name"]), Policy::Sync, |ctx| {
-            #[derive(Deserialize)]
-            struct A {
-                name: String,
-            }
-            let a: A = ctx.args()?;
-            done(text_result(format!("Hello, {}!", a.name)))
-        }),
-        delayed("slow_compute", "Waits `seconds`, then reports the label.",
-            object_schema(json!({"seconds": {"type": "number"}, "label": {"type": "string"}}), &["seconds"]),
-            Policy::Optional, slow_wait, |ctx| {
+        tool(
+            "greet",
+            "Greets by name.",
+            object_schema(json!({"name": {"type": "string"}}), &["name"]),
+            Policy::Sync,
+            |ctx| {
+                #[derive(Deserialize)]
+                struct A {
+                    name: String,
+                }
+                let a: A = ctx.args()?;
+                done(text_result(format!("Hello, {}!", a.name)))
+            },
+        ),
+        delayed(
+            "slow_compute",
+            "Waits `seconds`, then reports the label.",
+            object_schema(
+                json!({"seconds": {"type": "number"}, "label": {"type": "string"}}),
+                &["seconds"],
+            ),
+            Policy::Optional,
+            slow_wait,
+            |ctx| {
                 let a: SlowArgs = ctx.args()?;
-                done(text_result(format!("Computed {} after {} s", a.label, a.seconds)))
-            }),
-        delayed("failing_job", "Fails as a tool error after a second.", empty(), Policy::TaskOnly, one_second, |_| {
-            Err(JobError::Tool("The job failed: the input data was rejected by the tool.".into()))
-        }),
-        delayed("protocol_error_job", "Fails with a JSON-RPC error.", empty(), Policy::TaskOnly, one_second, |_| {
-            Err(JobError::Protocol(ErrorObject { code: INTERNAL_ERROR, message: "The job hit an internal error".into(), data: None }))
-        }),
-        delayed("confirm_delete", "Asks for confirmation, then deletes (pretend).",
-            object_schema(json!({"filename": {"type": "string"}}), &[]), Policy::TaskOnly, no_wait, |ctx| {
-                let file = ctx.arguments().get("filename").and_then(Value::as_str).unwrap_or("file").to_owned();
+                done(text_result(format!(
+                    "Computed {} after {} s",
+                    a.label, a.seconds
+                )))
+            },
+        ),
+        delayed(
+            "failing_job",
+            "Fails as a tool error after a second.",
+            empty(),
+            Policy::TaskOnly,
+            one_second,
+            |_| {
+                Err(JobError::Tool(
+                    "The job failed: the input data was rejected by the tool.".into(),
+                ))
+            },
+        ),
+        delayed(
+            "protocol_error_job",
+            "Fails with a JSON-RPC error.",
+            empty(),
+            Policy::TaskOnly,
+            one_second,
+            |_| {
+                Err(JobError::Protocol(ErrorObject {
+                    code: INTERNAL_ERROR,
+                    message: "The job hit an internal error".into(),
+                    data: None,
+                }))
+            },
+        ),
+        delayed(
+            "confirm_delete",
+            "Asks for confirmation, then deletes (pretend).",
+            object_schema(json!({"filename": {"type": "string"}}), &[]),
+            Policy::TaskOnly,
+            no_wait,
+            |ctx| {
+                let file = ctx
+                    .arguments()
+                    .get("filename")
+                    .and_then(Value::as_str)
+                    .unwrap_or("file")
+                    .to_owned();
                 match ctx.input("confirm_delete") {
-                    None => ask(vec![("confirm_delete", elicitation(&format!("Delete {file}?"),
-                        json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]})))]),
+                    None => ask(vec![(
+                        "confirm_delete",
+                        elicitation(
+                            &format!("Delete {file}?"),
+                            json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}),
+                        ),
+                    )]),
                     Some(a) => match accepted(a)? {
-                        Some(c) if c.get("confirm") == Some(&json!(true)) => done(text_result(format!("Deleted {file}"))),
+                        Some(c) if c.get("confirm") == Some(&json!(true)) => {
+                            done(text_result(format!("Deleted {file}")))
+                        }
                         _ => done(text_result(format!("Kept {file}"))),
                     },
                 }
-            }),
-        delayed("multi_input", "Asks two questions at once.", empty(), Policy::TaskOnly, no_wait, |ctx| {
-            if ctx.input("first").is_some() && ctx.input("second").is_some() {
-                return done(text_result("Both inputs received."));
-            }
-            let schema = json!({"type": "object", "properties": {"name": {"type": "string"}, "confirm": {"type": "boolean"}}});
-            let mut asks: BTreeMap<String, Value> = BTreeMap::new();
-            asks.insert("first".into(), elicitation("First input", schema.clone()));
-            asks.insert("second".into(), elicitation("Second input", schema));
-            Ok(Step::NeedInput(asks))
-        }),
+            },
+        ),
+        delayed(
+            "multi_input",
+            "Asks two questions at once.",
+            empty(),
+            Policy::TaskOnly,
+            no_wait,
+            |ctx| {
+                if ctx.input("first").is_some() && ctx.input("second").is_some() {
+                    return done(text_result("Both inputs received."));
+                }
+                let schema = json!({"type": "object", "properties": {"name": {"type": "string"}, "confirm": {"type": "boolean"}}});
+                let mut asks: BTreeMap<String, Value> = BTreeMap::new();
+                asks.insert("first".into(), elicitation("First input", schema.clone()));
+                asks.insert("second".into(), elicitation("Second input", schema));
+                Ok(Step::NeedInput(asks))
+            },
+        ),
         Arc::new(FnTool {
             def: ToolDef {
                 name: "test_tool_with_task",
@@ -377,7 +600,11 @@ fn task_fixtures() -> Vec<Arc<dyn Tool>> {
             },
             preflight: Some(|ctx| match ctx.input("user_name") {
                 None => Ok(Preflight::NeedInput(
-                    [("user_name".to_owned(), elicitation("What is your name?", name_schema()))].into(),
+                    [(
+                        "user_name".to_owned(),
+                        elicitation("What is your name?", name_schema()),
+                    )]
+                    .into(),
                 )),
                 Some(a) => {
                     let name = accepted(a)?
@@ -389,7 +616,11 @@ fn task_fixtures() -> Vec<Arc<dyn Tool>> {
                 }
             }),
             step: |ctx| {
-                let name = ctx.raw_checkpoint().get("name").and_then(Value::as_str).unwrap_or("stranger");
+                let name = ctx
+                    .raw_checkpoint()
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("stranger");
                 done(text_result(format!("Task finished for {name}")))
             },
         }),
@@ -442,8 +673,16 @@ mod tests {
         let r = Registry::new(tools);
         assert_eq!(r.names()[0], "test_simple_text");
         assert_eq!(r.names().len(), n, "no duplicate names");
-        for name in ["greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete",
-            "multi_input", "test_tool_with_task", "test_missing_capability"] {
+        for name in [
+            "greet",
+            "slow_compute",
+            "failing_job",
+            "protocol_error_job",
+            "confirm_delete",
+            "multi_input",
+            "test_tool_with_task",
+            "test_missing_capability",
+        ] {
             assert!(r.get(name).is_some(), "{name}");
         }
     }
