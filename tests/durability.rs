@@ -1,1 +1,101 @@
+//! Durability, black-box: tasks and checkpoints survive a `kill -9`, and an interrupted job
+//! resumes from its last checkpoint and completes exactly once.
 
+mod support;
+
+use std::time::Duration;
+
+use serde_json::Value;
+use serde_json::json;
+use support::{Server, data_dir, expected_hash_chain};
+
+/// Rounds done, from a `hash_chain` task's status message ("Hashed N of M rounds").
+fn done_rounds(t: &Value) -> u64 {
+    t["statusMessage"]
+        .as_str()
+        .and_then(|m| m.strip_prefix("Hashed "))
+        .and_then(|m| m.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_job_killed_mid_run_resumes_from_its_checkpoint_and_completes_once() {
+    let dir = data_dir();
+    let first = Server::start(dir.path(), &[]);
+    let c = first.client().with_tasks();
+    let rounds = 4_000_000; // 20 steps of 200k rounds, each followed by a 300 ms pause
+    let created = c
+        .tool(
+            "hash_chain",
+            json!({"seed": "crash", "rounds": rounds, "pace_ms": 300}),
+        )
+        .await;
+    let id = created["taskId"].as_str().unwrap().to_owned();
+    // Wait until a checkpoint beyond the start has been saved (progress is written with it).
+    // Checkpoints are saved at most once a second; 7 steps take over 2 s.
+    c.wait_task(&id, Duration::from_secs(30), |t| {
+        done_rounds(t) >= 1_400_000
+    })
+    .await;
+    let log1 = first.kill();
+    assert!(
+        !log1.contains(&format!("task.completed task_id={id}")),
+        "finished before the kill"
+    );
+
+    let second = Server::start(dir.path(), &[]);
+    let c = second.client().with_tasks();
+    let before = c.get_task(&id).await;
+    assert_eq!(before["createdAt"], created["createdAt"]);
+    let done = c.wait_terminal(&id, Duration::from_secs(60)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let sc = &done["result"]["structuredContent"];
+    assert_eq!(sc["digest"], expected_hash_chain("crash", rounds));
+    assert!(
+        sc["resumedAt"].as_u64().unwrap() > 0,
+        "resumed from a checkpoint, not from scratch: {sc}"
+    );
+    let log2 = second.kill();
+    let completions = format!("{log1}{log2}")
+        .lines()
+        .filter(|l| l.contains("task.completed") && l.contains(&id))
+        .count();
+    assert_eq!(completions, 1, "completed exactly once");
+    assert!(log2.contains("recovered unfinished tasks"));
+}
+
+#[tokio::test]
+async fn finished_tasks_survive_a_restart() {
+    let dir = data_dir();
+    let first = Server::start(dir.path(), &[]);
+    let c = first.client().with_tasks();
+    let id = c.tool("wait", json!({"seconds": 0.2})).await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let done = c.wait_terminal(&id, Duration::from_secs(10)).await;
+    first.kill();
+    let second = Server::start(dir.path(), &[]);
+    let again = second.client().with_tasks().get_task(&id).await;
+    assert_eq!(again["status"], done["status"]);
+    assert_eq!(again["result"], done["result"]);
+    assert_eq!(again["lastUpdatedAt"], done["lastUpdatedAt"]);
+}
+
+#[tokio::test]
+async fn a_second_server_cannot_open_a_data_dir_in_use() {
+    let dir = data_dir();
+    let _first = Server::start(dir.path(), &[]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tasks"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("data directory"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

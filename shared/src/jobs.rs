@@ -57,11 +57,14 @@ pub struct Progress {
     pub message: Option<String>,
 }
 
+/// A callback that forwards each progress report.
+type ProgressFn = Arc<dyn Fn(&Progress) + Send + Sync>;
+
 /// Where progress goes: a task's status message, a request's SSE stream, or nowhere.
 #[derive(Clone, Default)]
 pub struct ProgressSink {
     latest: Arc<Mutex<Option<Progress>>>,
-    stream: Option<Arc<dyn Fn(&Progress) + Send + Sync>>,
+    stream: Option<ProgressFn>,
 }
 
 impl ProgressSink {
@@ -102,6 +105,7 @@ pub struct JobContext {
     inputs: Map<String, Value>,
     client_capabilities: Value,
     progress: ProgressSink,
+    steps_this_run: u64,
 }
 
 impl JobContext {
@@ -119,6 +123,7 @@ impl JobContext {
             inputs,
             client_capabilities,
             progress,
+            steps_this_run: 0,
         }
     }
 
@@ -149,6 +154,13 @@ impl JobContext {
     /// Replaces the checkpoint (the runner does this after `Step::Continue`).
     pub fn set_checkpoint(&mut self, checkpoint: Value) {
         self.checkpoint = checkpoint;
+        self.steps_this_run += 1;
+    }
+
+    /// True on the first step of this run: a fresh start, or a resumption after a crash, a
+    /// hand-over or an answer (the checkpoint tells which).
+    pub fn first_step_of_run(&self) -> bool {
+        self.steps_this_run == 0
     }
 
     /// The answer to an input request, once received.

@@ -53,7 +53,7 @@ struct HashArgs {
 struct HashCheckpoint {
     done: u64,
     digest: String,
-    /// Rounds already done when this run resumed (for the result text).
+    /// Rounds already done when the job last resumed from a checkpoint (for the result).
     #[serde(default)]
     resumed_at: Option<u64>,
 }
@@ -133,7 +133,8 @@ impl Tool for HashChain {
     async fn step(&self, ctx: &JobContext) -> Result<Step, JobError> {
         let a = Self::args(ctx)?;
         let mut cp: HashCheckpoint = ctx.checkpoint();
-        if cp.resumed_at.is_none() {
+        if ctx.first_step_of_run() && cp.done > 0 {
+            // Resumed from a saved checkpoint (after a crash or a hand-over).
             cp.resumed_at = Some(cp.done);
         }
         let n = (a.rounds - cp.done).min(ROUNDS_PER_STEP);

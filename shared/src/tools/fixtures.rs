@@ -22,12 +22,13 @@ const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42
 const WAV_TINY: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQIAAACAgA==";
 
 type StepFn = fn(&JobContext) -> Result<Step, JobError>;
+type PreflightFn = fn(&JobContext) -> Result<Preflight, JobError>;
 
 /// A tool whose every step is a plain function (enough for most fixtures).
 struct FnTool {
     def: ToolDef,
     step: StepFn,
-    preflight: Option<fn(&JobContext) -> Result<Preflight, JobError>>,
+    preflight: Option<PreflightFn>,
 }
 
 #[async_trait]

@@ -1,0 +1,268 @@
+//! Black-box test support: starts the real `mcp-tasks` binary on a free port and speaks
+//! HTTP to it.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+/// A running `mcp-tasks serve` process.
+pub struct Server {
+    child: Child,
+    pub url: String,
+    /// Everything the process wrote to stderr (its log).
+    pub log: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// Starts the binary with `--listen 127.0.0.1:0` on `data_dir` and waits for its URL.
+    pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-tasks"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn mcp-tasks");
+        let log = Arc::new(Mutex::new(String::new()));
+        let stderr = child.stderr.take().unwrap();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut l = sink.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("mcp-tasks listening on ") {
+                    let _ = tx.send(url.trim().to_owned());
+                }
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("server did not start; log:\n{}", log.lock().unwrap()));
+        Server { child, url, log }
+    }
+
+    /// `kill -9`: no shutdown code runs.
+    pub fn kill(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::thread::sleep(Duration::from_millis(100));
+        self.log.lock().unwrap().clone()
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(&self.url)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A fresh data directory.
+pub fn data_dir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+/// A raw HTTP answer.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub content_type: String,
+    pub text: String,
+}
+
+impl Answer {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.text)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text))
+    }
+
+    /// The JSON-RPC messages of an SSE body, in order.
+    pub fn sse_messages(&self) -> Vec<Value> {
+        self.text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(|d| serde_json::from_str(d.trim()).unwrap())
+            .collect()
+    }
+}
+
+/// A minimal 2026-07-28 client.
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    pub url: String,
+    /// Client capabilities sent on every request.
+    pub caps: Value,
+}
+
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl Client {
+    pub fn new(url: &str) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            url: url.to_owned(),
+            caps: json!({}),
+        }
+    }
+
+    /// The same client declaring the tasks extension (and elicitation).
+    pub fn with_tasks(&self) -> Self {
+        let mut c = self.clone();
+        c.caps = json!({"elicitation": {}, "extensions": {TASKS: {}}});
+        c
+    }
+
+    pub fn with_caps(&self, caps: Value) -> Self {
+        let mut c = self.clone();
+        c.caps = caps;
+        c
+    }
+
+    /// The body of a request with the full `_meta` envelope.
+    pub fn body(&self, method: &str, mut params: Value) -> Value {
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": self.caps,
+            "io.modelcontextprotocol/clientInfo": {"name": "blackbox", "version": "1"}
+        });
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+    }
+
+    /// The headers a conforming client sends for `body`.
+    pub fn headers(body: &Value) -> Vec<(String, String)> {
+        let method = body["method"].as_str().unwrap_or("").to_owned();
+        let mut h = vec![
+            ("content-type".into(), "application/json".into()),
+            (
+                "accept".into(),
+                "application/json, text/event-stream".into(),
+            ),
+            ("mcp-protocol-version".into(), "2026-07-28".into()),
+            ("mcp-method".into(), method.clone()),
+        ];
+        let name = match method.as_str() {
+            "tools/call" => body["params"]["name"].as_str(),
+            m if m.starts_with("tasks/") => body["params"]["taskId"].as_str(),
+            _ => None,
+        };
+        if let Some(n) = name {
+            h.push(("mcp-name".into(), n.to_owned()));
+        }
+        h
+    }
+
+    /// POSTs `body` with the given headers.
+    pub async fn post_raw(&self, body: &[u8], headers: &[(String, String)]) -> Answer {
+        let mut rb = self.http.post(&self.url).body(body.to_vec());
+        for (k, v) in headers {
+            rb = rb.header(k, v);
+        }
+        let resp = rb.send().await.expect("request");
+        let status = resp.status().as_u16();
+        let content_type = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let text = resp.text().await.unwrap_or_default();
+        Answer {
+            status,
+            content_type,
+            text,
+        }
+    }
+
+    /// Sends a well-formed request and returns the raw answer.
+    pub async fn send(&self, method: &str, params: Value) -> Answer {
+        let body = self.body(method, params);
+        self.post_raw(&serde_json::to_vec(&body).unwrap(), &Self::headers(&body))
+            .await
+    }
+
+    /// Sends a request that must succeed; returns its `result`.
+    pub async fn call(&self, method: &str, params: Value) -> Value {
+        let a = self.send(method, params).await;
+        let v = a.json();
+        assert_eq!(a.status, 200, "{method}: {v}");
+        assert!(v.get("error").is_none(), "{method}: {v}");
+        v["result"].clone()
+    }
+
+    /// `tools/call` returning the result.
+    pub async fn tool(&self, name: &str, args: Value) -> Value {
+        self.call("tools/call", json!({"name": name, "arguments": args}))
+            .await
+    }
+
+    /// `tasks/get` returning the result.
+    pub async fn get_task(&self, id: &str) -> Value {
+        self.call("tasks/get", json!({"taskId": id})).await
+    }
+
+    /// Polls `tasks/get` until `pred` holds (panics after `within`).
+    pub async fn wait_task(
+        &self,
+        id: &str,
+        within: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let start = Instant::now();
+        loop {
+            let t = self.get_task(id).await;
+            if pred(&t) {
+                return t;
+            }
+            assert!(
+                start.elapsed() < within,
+                "task {id} did not get there in {within:?}: {t}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits for a terminal status.
+    pub async fn wait_terminal(&self, id: &str, within: Duration) -> Value {
+        self.wait_task(id, within, |t| {
+            matches!(
+                t["status"].as_str(),
+                Some("completed" | "failed" | "cancelled")
+            )
+        })
+        .await
+    }
+}
+
+/// `sha256` applied `rounds` times to `seed`, as `hash_chain` computes it.
+pub fn expected_hash_chain(seed: &str, rounds: u64) -> String {
+    use sha2::{Digest, Sha256};
+    let mut cur: [u8; 32] = Sha256::digest(seed.as_bytes()).into();
+    for _ in 1..rounds {
+        cur = Sha256::digest(cur).into();
+    }
+    cur.iter().map(|b| format!("{b:02x}")).collect()
+}
