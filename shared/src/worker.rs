@@ -461,3 +461,254 @@ impl Worker {
         Ok(Outcome::Continued)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use async_trait::async_trait;
+    use serde_json::json;
+
+    use super::*;
+    use crate::engine::{Engine, TaskSettings};
+    use crate::jobs::text_result;
+    use crate::queue::LocalQueue;
+    use crate::store::memory::MemoryStore;
+    use crate::tools::{Policy, ToolDef};
+
+    /// Counts to `n` in steps of `ms`, recording how many times it finished.
+    struct Counter {
+        def: ToolDef,
+        finished: Arc<AtomicUsize>,
+    }
+
+    #[async_trait]
+    impl Tool for Counter {
+        fn def(&self) -> &ToolDef {
+            &self.def
+        }
+        async fn step(&self, ctx: &JobContext) -> Result<Step, JobError> {
+            let n = ctx.arguments()["n"].as_u64().unwrap_or(3);
+            let ms = ctx.arguments()["ms"].as_u64().unwrap_or(10);
+            let at: u64 = ctx.checkpoint();
+            if at >= n {
+                self.finished.fetch_add(1, Ordering::SeqCst);
+                return Ok(Step::Done(text_result(format!("counted to {n}"))));
+            }
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok(Step::Continue(json!(at + 1)))
+        }
+    }
+
+    struct Rig {
+        engine: Engine,
+        worker: Arc<Worker>,
+        store: Arc<MemoryStore>,
+        rx: tokio::sync::mpsc::UnboundedReceiver<WorkMessage>,
+        finished: Arc<AtomicUsize>,
+    }
+
+    fn rig(settings: WorkerSettings) -> Rig {
+        let store = Arc::new(MemoryStore::new());
+        let (queue, rx) = LocalQueue::new();
+        let queue = Arc::new(queue);
+        let finished = Arc::new(AtomicUsize::new(0));
+        let tools = Arc::new(Registry::new(vec![Arc::new(Counter {
+            def: ToolDef {
+                name: "count",
+                description: "counts",
+                input_schema: json!({"type": "object"}),
+                policy: Policy::Optional,
+            },
+            finished: finished.clone(),
+        })]));
+        let engine = Engine::new(store.clone(), queue.clone(), TaskSettings::default());
+        let worker = Arc::new(Worker::new(store.clone(), queue, tools, settings));
+        Rig {
+            engine,
+            worker,
+            store,
+            rx,
+            finished,
+        }
+    }
+
+    fn fast() -> WorkerSettings {
+        WorkerSettings {
+            lease: Duration::from_millis(300),
+            check_every: Duration::from_millis(20),
+            checkpoint_every: Duration::ZERO,
+            deadline_margin: Duration::from_millis(50),
+        }
+    }
+
+    async fn create(r: &mut Rig, args: Value) -> WorkMessage {
+        r.engine
+            .create_task("t", "count", args, Value::Null, json!({}))
+            .await
+            .unwrap();
+        r.rx.recv().await.unwrap()
+    }
+
+    async fn status(r: &Rig, msg: &WorkMessage) -> TaskRecord {
+        r.store
+            .get(&msg.tenant, &msg.task_id)
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_duplicate_message_never_runs_the_job_twice() {
+        let mut r = rig(fast());
+        let msg = create(&mut r, json!({"n": 5})).await;
+        let (a, b) = tokio::join!(r.worker.handle(&msg, None), r.worker.handle(&msg, None));
+        let mut outs = [a.unwrap(), b.unwrap()];
+        outs.sort_by_key(|o| format!("{o:?}"));
+        assert_eq!(
+            outs,
+            [Outcome::Dropped, Outcome::Finished(TaskStatus::Completed)]
+        );
+        assert_eq!(r.worker.handle(&msg, None).await.unwrap(), Outcome::Dropped);
+        assert_eq!(r.finished.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn cancel_racing_completion_ends_in_exactly_one_terminal_state() {
+        let mut r = rig(fast());
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..60 {
+            let msg = create(&mut r, json!({"n": 2, "ms": i % 7})).await;
+            let delay = Duration::from_millis(i % 20);
+            let cancel = async {
+                tokio::time::sleep(delay).await;
+                r.engine.cancel("t", &msg.task_id).await.unwrap();
+            };
+            let (out, ()) = tokio::join!(r.worker.handle(&msg, None), cancel);
+            out.unwrap();
+            // A cancel that lands after the worker stopped leaves the flag for the next
+            // delivery, which must settle it too.
+            r.worker.handle(&msg, None).await.unwrap();
+            let t = status(&r, &msg).await;
+            assert!(t.status.is_terminal(), "{:?}", t.status);
+            assert_eq!(t.result.is_some(), t.status == TaskStatus::Completed);
+            seen.insert(t.status);
+            let before = t.clone();
+            r.engine.cancel("t", &msg.task_id).await.unwrap();
+            r.worker.handle(&msg, None).await.unwrap();
+            assert_eq!(
+                status(&r, &msg).await,
+                before,
+                "terminal tasks never change"
+            );
+        }
+        assert!(seen.contains(&TaskStatus::Cancelled));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_hands_over_to_a_continuation_that_resumes() {
+        let mut r = rig(fast());
+        let msg = create(&mut r, json!({"n": 20, "ms": 20})).await;
+        let mut hops = 0;
+        let mut next = msg.clone();
+        loop {
+            let deadline = Instant::now() + Duration::from_millis(150);
+            match r.worker.handle(&next, Some(deadline)).await.unwrap() {
+                Outcome::Continued => {
+                    hops += 1;
+                    next = r.rx.recv().await.unwrap();
+                    assert_eq!(next.kind, WorkKind::Continue);
+                    let t = status(&r, &msg).await;
+                    assert!(
+                        t.lease.is_none(),
+                        "the lease is released for the next invocation"
+                    );
+                    assert!(t.checkpoint.as_u64().unwrap() > 0);
+                }
+                Outcome::Finished(s) => {
+                    assert_eq!(s, TaskStatus::Completed);
+                    break;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(hops >= 3, "needed {hops} continuations");
+        assert_eq!(r.finished.load(Ordering::SeqCst), 1);
+    }
+
+    // Real time: leases are wall-clock (they are shared between machines).
+    #[tokio::test]
+    async fn a_crashed_run_resumes_from_its_last_checkpoint_after_the_lease_expires() {
+        let mut r = rig(WorkerSettings {
+            lease: Duration::from_secs(1),
+            ..fast()
+        });
+        let msg = create(&mut r, json!({"n": 30, "ms": 10})).await;
+        let worker = r.worker.clone();
+        let m = msg.clone();
+        let crashed = tokio::spawn(async move { worker.handle(&m, None).await });
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        crashed.abort(); // the "process" dies mid-step
+        let _ = crashed.await;
+        let t = status(&r, &msg).await;
+        let saved = t.checkpoint.as_u64().unwrap();
+        assert!(saved > 0);
+        // While the dead run's lease is live, a redelivery is dropped...
+        assert_eq!(r.worker.handle(&msg, None).await.unwrap(), Outcome::Dropped);
+        // ...and once it expires, the job resumes and completes once.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let out = r.worker.handle(&msg, None).await.unwrap();
+        assert_eq!(out, Outcome::Finished(TaskStatus::Completed));
+        let t = status(&r, &msg).await;
+        assert_eq!(t.attempts, 2);
+        assert_eq!(r.finished.load(Ordering::SeqCst), 1);
+    }
+
+    // Virtual time: the bound below is the check interval's contract, not a speed claim.
+    #[tokio::test(start_paused = true)]
+    async fn cancellation_is_seen_by_a_running_job_within_one_check_interval() {
+        let mut r = rig(WorkerSettings {
+            check_every: Duration::from_millis(100),
+            ..fast()
+        });
+        let msg = create(&mut r, json!({"n": 1, "ms": 60_000})).await;
+        let worker = r.worker.clone();
+        let m = msg.clone();
+        let run = tokio::spawn(async move { worker.handle(&m, None).await });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let asked = Instant::now();
+        r.engine.cancel("t", &msg.task_id).await.unwrap();
+        let out = run.await.unwrap().unwrap();
+        assert_eq!(out, Outcome::Finished(TaskStatus::Cancelled));
+        assert!(
+            asked.elapsed() <= Duration::from_millis(100),
+            "{:?}",
+            asked.elapsed()
+        );
+    }
+
+    #[tokio::test]
+    async fn messages_for_missing_or_finished_tasks_are_dropped() {
+        let mut r = rig(fast());
+        let ghost = WorkMessage {
+            tenant: "t".into(),
+            task_id: "tsk_ghost".into(),
+            kind: WorkKind::Start,
+        };
+        assert_eq!(
+            r.worker.handle(&ghost, None).await.unwrap(),
+            Outcome::Dropped
+        );
+        let msg = create(&mut r, json!({"n": 1})).await;
+        r.worker.handle(&msg, None).await.unwrap();
+        let foreign = WorkMessage {
+            tenant: "other".into(),
+            ..msg.clone()
+        };
+        assert_eq!(
+            r.worker.handle(&foreign, None).await.unwrap(),
+            Outcome::Dropped
+        );
+        assert_eq!(r.worker.handle(&msg, None).await.unwrap(), Outcome::Dropped);
+    }
+}
