@@ -8,10 +8,12 @@
 //! so neither recovery nor purging scans every task.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 use async_trait::async_trait;
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
+use tokio::sync::{mpsc, oneshot};
 
 use super::{StoreError, TaskKey, TaskStore, decode, encode, key, split_key};
 use crate::task::TaskRecord;
@@ -20,11 +22,47 @@ const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
 const ACTIVE: TableDefinition<&str, ()> = TableDefinition::new("active");
 const EXPIRY: TableDefinition<(u64, &str), ()> = TableDefinition::new("expiry");
 
+/// Most writes committed together in one transaction.
+const MAX_BATCH: usize = 512;
+
 /// A redb file holding every task of this process. redb locks the file, so a second process
 /// on the same data directory fails to open it instead of corrupting it.
+///
+/// Writes go through one writer thread that commits them in batches (group commit): every
+/// write is still durable (fsync) before its call returns, but a thousand concurrent jobs
+/// share a handful of fsyncs instead of queueing for one each. Each write's condition is
+/// checked inside the batch's transaction, in arrival order, so batching changes no outcome.
 #[derive(Clone)]
 pub struct EmbeddedStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     db: Arc<Database>,
+    writes: Option<mpsc::UnboundedSender<Pending>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Closing the channel stops the writer; joining it releases the file lock.
+        self.writes.take();
+        if let Some(h) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = h.join();
+        }
+    }
+}
+
+enum Op {
+    Create(TaskRecord, Vec<u8>),
+    /// The record as it should be stored (its version already bumped).
+    Update(TaskRecord, Vec<u8>),
+    Delete(String),
+}
+
+struct Pending {
+    op: Op,
+    reply: oneshot::Sender<Result<u64, StoreError>>,
 }
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
@@ -42,27 +80,35 @@ impl EmbeddedStore {
             txn.open_table(EXPIRY).map_err(backend)?;
         }
         txn.commit().map_err(backend)?;
-        Ok(Self { db: Arc::new(db) })
+        let db = Arc::new(db);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let writer_db = db.clone();
+        let writer = std::thread::Builder::new()
+            .name("redb-writer".into())
+            .spawn(move || run_writer(&writer_db, rx))
+            .map_err(backend)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                db,
+                writes: Some(tx),
+                writer: Mutex::new(Some(writer)),
+            }),
+        })
     }
 
-    /// Runs a blocking write transaction off the async threads.
-    async fn write<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&redb::WriteTransaction) -> Result<T, StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
-        let db = self.db.clone();
-        tokio::task::spawn_blocking(move || {
-            let txn = db.begin_write().map_err(backend)?;
-            let out = f(&txn)?;
-            txn.commit().map_err(backend)?;
-            Ok(out)
-        })
-        .await
-        .map_err(backend)?
+    async fn write(&self, op: Op) -> Result<u64, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.inner
+            .writes
+            .as_ref()
+            .ok_or_else(|| backend("store closed"))?
+            .send(Pending { op, reply })
+            .map_err(|_| backend("store writer stopped"))?;
+        rx.await.map_err(|_| backend("store writer stopped"))?
     }
 
     fn read_one(&self, k: &str) -> Result<Option<TaskRecord>, StoreError> {
-        let txn = self.db.begin_read().map_err(backend)?;
+        let txn = self.inner.db.begin_read().map_err(backend)?;
         let table = txn.open_table(TASKS).map_err(backend)?;
         match table.get(k).map_err(backend)? {
             Some(v) => Ok(Some(decode(v.value())?)),
@@ -71,9 +117,102 @@ impl EmbeddedStore {
     }
 }
 
+/// The writer thread: takes what is queued, applies it in one transaction, commits once,
+/// then answers every caller.
+fn run_writer(db: &Database, mut rx: mpsc::UnboundedReceiver<Pending>) {
+    while let Some(first) = rx.blocking_recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(p) => batch.push(p),
+                Err(_) => break,
+            }
+        }
+        match commit_batch(db, &batch) {
+            Ok(outcomes) => {
+                for (p, out) in batch.into_iter().zip(outcomes) {
+                    let _ = p.reply.send(out);
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, writes = batch.len(), "task store commit failed");
+                for p in batch {
+                    let _ = p.reply.send(Err(backend(&e)));
+                }
+            }
+        }
+    }
+}
+
+/// Applies a batch; the outer error aborts the whole transaction (nothing is written).
+fn commit_batch(
+    db: &Database,
+    batch: &[Pending],
+) -> Result<Vec<Result<u64, StoreError>>, StoreError> {
+    let txn = db.begin_write().map_err(backend)?;
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for p in batch {
+        outcomes.push(apply(&txn, &p.op)?);
+    }
+    txn.commit().map_err(backend)?;
+    Ok(outcomes)
+}
+
+fn stored(txn: &WriteTransaction, k: &str) -> Result<Option<TaskRecord>, StoreError> {
+    let tasks = txn.open_table(TASKS).map_err(backend)?;
+    let guard = tasks.get(k).map_err(backend)?;
+    guard.map(|v| decode(v.value())).transpose()
+}
+
+/// One conditional write inside the batch's transaction: `Ok(Err(Conflict))` when its
+/// condition fails (nothing written for it), `Err` when the transaction itself failed.
+fn apply(txn: &WriteTransaction, op: &Op) -> Result<Result<u64, StoreError>, StoreError> {
+    match op {
+        Op::Create(task, bytes) => {
+            let k = key(&task.tenant, &task.task_id);
+            if stored(txn, &k)?.is_some() {
+                return Ok(Err(StoreError::Conflict));
+            }
+            put(txn, &k, task, bytes, None)?;
+            Ok(Ok(task.version))
+        }
+        Op::Update(next, bytes) => {
+            let k = key(&next.tenant, &next.task_id);
+            let Some(prev) = stored(txn, &k)? else {
+                return Ok(Err(StoreError::Conflict));
+            };
+            if prev.version + 1 != next.version || prev.status.is_terminal() {
+                return Ok(Err(StoreError::Conflict));
+            }
+            put(txn, &k, next, bytes, Some(&prev))?;
+            Ok(Ok(next.version))
+        }
+        Op::Delete(k) => {
+            let Some(prev) = stored(txn, k)? else {
+                return Ok(Ok(0));
+            };
+            txn.open_table(TASKS)
+                .map_err(backend)?
+                .remove(k.as_str())
+                .map_err(backend)?;
+            txn.open_table(ACTIVE)
+                .map_err(backend)?
+                .remove(k.as_str())
+                .map_err(backend)?;
+            if let Some(at) = prev.expires_at_ms() {
+                txn.open_table(EXPIRY)
+                    .map_err(backend)?
+                    .remove((at, k.as_str()))
+                    .map_err(backend)?;
+            }
+            Ok(Ok(0))
+        }
+    }
+}
+
 /// Writes `task` and keeps the two index tables in step with it.
 fn put(
-    txn: &redb::WriteTransaction,
+    txn: &WriteTransaction,
     k: &str,
     task: &TaskRecord,
     bytes: &[u8],
@@ -101,21 +240,9 @@ fn put(
 impl TaskStore for EmbeddedStore {
     async fn create(&self, task: &TaskRecord) -> Result<(), StoreError> {
         let bytes = encode(task)?;
-        let task = task.clone();
-        self.write(move |txn| {
-            let k = key(&task.tenant, &task.task_id);
-            let exists = txn
-                .open_table(TASKS)
-                .map_err(backend)?
-                .get(k.as_str())
-                .map_err(backend)?
-                .is_some();
-            if exists {
-                return Err(StoreError::Conflict);
-            }
-            put(txn, &k, &task, &bytes, None)
-        })
-        .await
+        self.write(Op::Create(task.clone(), bytes))
+            .await
+            .map(|_| ())
     }
 
     async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
@@ -126,27 +253,11 @@ impl TaskStore for EmbeddedStore {
         let mut next = task.clone();
         next.version += 1;
         let bytes = encode(&next)?;
-        self.write(move |txn| {
-            let k = key(&next.tenant, &next.task_id);
-            let stored = {
-                let tasks = txn.open_table(TASKS).map_err(backend)?;
-                let guard = tasks.get(k.as_str()).map_err(backend)?;
-                match guard {
-                    Some(v) => decode(v.value())?,
-                    None => return Err(StoreError::Conflict),
-                }
-            };
-            if stored.version + 1 != next.version || stored.status.is_terminal() {
-                return Err(StoreError::Conflict);
-            }
-            put(txn, &k, &next, &bytes, Some(&stored))?;
-            Ok(next.version)
-        })
-        .await
+        self.write(Op::Update(next, bytes)).await
     }
 
     async fn list_active(&self, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
-        let txn = self.db.begin_read().map_err(backend)?;
+        let txn = self.inner.db.begin_read().map_err(backend)?;
         let table = txn.open_table(ACTIVE).map_err(backend)?;
         let mut out = Vec::new();
         for entry in table.iter().map_err(backend)?.take(limit) {
@@ -157,7 +268,7 @@ impl TaskStore for EmbeddedStore {
     }
 
     async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
-        let txn = self.db.begin_read().map_err(backend)?;
+        let txn = self.inner.db.begin_read().map_err(backend)?;
         let table = txn.open_table(EXPIRY).map_err(backend)?;
         let mut out = Vec::new();
         for entry in table.iter().map_err(backend)?.take(limit) {
@@ -172,33 +283,9 @@ impl TaskStore for EmbeddedStore {
     }
 
     async fn delete(&self, tenant: &str, task_id: &str) -> Result<(), StoreError> {
-        let k = key(tenant, task_id);
-        self.write(move |txn| {
-            let stored = {
-                let tasks = txn.open_table(TASKS).map_err(backend)?;
-                let guard = tasks.get(k.as_str()).map_err(backend)?;
-                match guard {
-                    Some(v) => decode(v.value())?,
-                    None => return Ok(()),
-                }
-            };
-            txn.open_table(TASKS)
-                .map_err(backend)?
-                .remove(k.as_str())
-                .map_err(backend)?;
-            txn.open_table(ACTIVE)
-                .map_err(backend)?
-                .remove(k.as_str())
-                .map_err(backend)?;
-            if let Some(at) = stored.expires_at_ms() {
-                txn.open_table(EXPIRY)
-                    .map_err(backend)?
-                    .remove((at, k.as_str()))
-                    .map_err(backend)?;
-            }
-            Ok(())
-        })
-        .await
+        self.write(Op::Delete(key(tenant, task_id)))
+            .await
+            .map(|_| ())
     }
 }
 
@@ -248,5 +335,35 @@ mod tests {
         let got = store.get("t", &task.task_id).await.unwrap().unwrap();
         assert_eq!(got.status, TaskStatus::Completed);
         assert!(store.list_active(10).await.unwrap().is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writes_share_commits_and_all_persist() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.redb");
+        let store = EmbeddedStore::open(&path).unwrap();
+        let tasks: Vec<TaskRecord> = (0..300)
+            .map(|i| TaskRecord::new("t", new_task_id(), "x", json!(i), None, 1000, json!({})))
+            .collect();
+        let mut set = tokio::task::JoinSet::new();
+        for t in tasks.clone() {
+            let store = store.clone();
+            set.spawn(async move {
+                store.create(&t).await.unwrap();
+                let mut done = t.clone();
+                done.complete(json!({"content": []})).unwrap();
+                store.update(&done).await
+            });
+        }
+        while let Some(r) = set.join_next().await {
+            assert_eq!(r.unwrap().unwrap(), 1);
+        }
+        drop(store);
+        let store = EmbeddedStore::open(&path).unwrap();
+        assert!(store.list_active(1000).await.unwrap().is_empty());
+        for t in &tasks {
+            let got = store.get("t", &t.task_id).await.unwrap().unwrap();
+            assert_eq!(got.status, TaskStatus::Completed);
+        }
     }
 }
