@@ -22,6 +22,8 @@ N_TASKS=${N_TASKS:-2500}
 TASK_SECONDS=${TASK_SECONDS:-1}
 DRAIN_TIMEOUT=${DRAIN_TIMEOUT:-400}
 POLL_PERIOD=${POLL_PERIOD:-1.0}
+QUIET_MAX_BUSY=${QUIET_MAX_BUSY:-0.15}   # max machine CPU busy fraction before each server
+QUIET_WAIT=${QUIET_WAIT:-180}            # at most this long (s) waiting for it
 REF_TUNED_CONCURRENCY=${REF_TUNED_CONCURRENCY:-10000}
 FASTMCP_VERSION=4.1.4
 
@@ -72,6 +74,32 @@ log "building mcp-tasks (release)"
 OURS_BIN=$ROOT/target/release/mcp-tasks
 [ -x "$OURS_BIN" ] || die "missing $OURS_BIN"
 
+# Server CPU time (user+sys, all threads) in seconds.
+cpu_secs() {
+  local hz; hz=$(getconf CLK_TCK)
+  sed 's/.*) //' /proc/"$1"/stat | awk -v hz="$hz" '{printf "%.2f", ($12+$13)/hz}'
+}
+
+# Other work on this 2-core machine skews everything: wait (bounded) until it is quiet.
+wait_quiet() {
+  "$PY" - "$QUIET_MAX_BUSY" "$QUIET_WAIT" <<'PYEOF' >&2 || true
+import sys, time
+max_busy, wait_s = float(sys.argv[1]), float(sys.argv[2])
+def snap():
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return sum(f), f[3] + f[4]
+deadline = time.monotonic() + wait_s
+while True:
+    t0, i0 = snap(); time.sleep(2); t1, i1 = snap()
+    busy = 1 - (i1 - i0) / max(1, t1 - t0)
+    if busy <= max_busy:
+        print(f"bench: machine quiet ({busy:.0%} busy)"); break
+    if time.monotonic() > deadline:
+        print(f"bench: WARNING: machine still {busy:.0%} busy after {wait_s:.0f}s; figures are skewed"); break
+    print(f"bench: waiting for a quiet machine ({busy:.0%} busy)")
+PYEOF
+}
+
 free_port() {
   "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
@@ -83,7 +111,7 @@ free_port() {
   echo "mcp-tasks: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null)$(cd "$ROOT" && git diff --quiet 2>/dev/null || echo ' (dirty tree)')"
   echo "python: $("$PY" --version 2>&1); $("$PY" -m pip list 2>/dev/null | grep -iE '^(fastmcp|fastmcp-tasks|mcp|pydocket|uvicorn) ' | tr -s ' ' | paste -sd, -)"
   echo "wrk: $(wrk -v 2>&1 | head -1)"
-  echo "params: DURATION=$DURATION CONNS=$CONNS WRK_THREADS=$WRK_THREADS N_TASKS=$N_TASKS TASK_SECONDS=$TASK_SECONDS DRAIN_TIMEOUT=$DRAIN_TIMEOUT POLL_PERIOD=$POLL_PERIOD REF_TUNED_CONCURRENCY=$REF_TUNED_CONCURRENCY"
+  echo "params: QUIET_MAX_BUSY=$QUIET_MAX_BUSY QUIET_WAIT=$QUIET_WAIT DURATION=$DURATION CONNS=$CONNS WRK_THREADS=$WRK_THREADS N_TASKS=$N_TASKS TASK_SECONDS=$TASK_SECONDS DRAIN_TIMEOUT=$DRAIN_TIMEOUT POLL_PERIOD=$POLL_PERIOD REF_TUNED_CONCURRENCY=$REF_TUNED_CONCURRENCY"
   echo "loadavg at start: $(cat /proc/loadavg)"
 } >"$RESULTS/env.txt"
 cat "$RESULTS/env.txt" >&2
@@ -94,6 +122,8 @@ bench_server() {
   local name=$1; shift
   local out=$RESULTS/$name
   mkdir -p "$out"
+  wait_quiet
+  echo "$(cat /proc/loadavg)" >"$out/loadavg-start.txt"
   local port; port=$(free_port)
   local url=http://127.0.0.1:$port/mcp
   local cmd=${1//@PORT@/$port}
@@ -113,6 +143,7 @@ bench_server() {
     || die "[$name] could not create/complete the probe task"
   echo "$tid" >"$out/probe-task-id.txt"
 
+  local c0; c0=$(cpu_secs "$pid")
   local wrk_cmd="BENCH_TASK_ID=$tid wrk -t$WRK_THREADS -c$CONNS -d${DURATION}s --timeout 10s --latency -s $BENCH_DIR/tasks_get.lua $url"
   echo "$wrk_cmd" >"$out/wrk-cmd.txt"
   log "[$name] tasks/get throughput: $wrk_cmd"
@@ -122,6 +153,7 @@ bench_server() {
     || die "[$name] wrk printed no summary; see $out/wrk.txt"
   kill -0 "$pid" 2>/dev/null || die "[$name] server died during wrk"
   grep -E '^(VmRSS|VmHWM)' /proc/"$pid"/status >"$out/rss-after-wrk.txt"
+  local c1; c1=$(cpu_secs "$pid")
 
   local drain_cmd="$PY $BENCH_DIR/mcpload.py drain $url --count $N_TASKS --seconds $TASK_SECONDS --concurrency $CONNS --timeout $DRAIN_TIMEOUT --poll-period $POLL_PERIOD --out $out/drain.json"
   echo "$drain_cmd" >"$out/drain-cmd.txt"
@@ -133,6 +165,11 @@ bench_server() {
 
   kill -0 "$pid" 2>/dev/null || die "[$name] server died during drain"
   grep -E '^(VmRSS|VmHWM)' /proc/"$pid"/status >"$out/rss-end.txt"
+  local c2; c2=$(cpu_secs "$pid")
+  printf '{"wrk_cpu_s": %s, "drain_cpu_s": %s, "total_cpu_s": %s}\n' \
+    "$(awk -v a="$c0" -v b="$c1" 'BEGIN{printf "%.2f", b-a}')" \
+    "$(awk -v a="$c1" -v b="$c2" 'BEGIN{printf "%.2f", b-a}')" "$c2" >"$out/cpu.json"
+  echo "$(cat /proc/loadavg)" >"$out/loadavg-end.txt"
   log "[$name] $(tr '\n' ' ' <"$out/rss-end.txt")"
   kill -INT "$pid" 2>/dev/null || true
   for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done

@@ -50,6 +50,7 @@ def main() -> int:
         w = load(os.path.join(d, "wrk.json")) or {}
         dr = load(os.path.join(d, "drain.json")) or {}
         rss = kib(os.path.join(d, "rss-end.txt"))
+        cpu = load(os.path.join(d, "cpu.json")) or {}
         wrk_err = None
         if w:
             wrk_err = (w["bad"] + w["err_connect"] + w["err_read"] + w["err_write"]
@@ -76,6 +77,10 @@ def main() -> int:
             "creates_s": dr.get("creates_per_s"),
             "create_p99": dr.get("create_p99_ms"),
             "drain_err": dr.get("errors"),
+            "wrk_cpu": cpu.get("wrk_cpu_s"),
+            "drain_cpu": cpu.get("drain_cpu_s"),
+            "us_per_get": (cpu["wrk_cpu_s"] / w["requests"] * 1e6)
+            if cpu.get("wrk_cpu_s") is not None and w.get("requests") else None,
             "hwm_mib": rss["VmHWM"] / 1024 if "VmHWM" in rss else None,
         }
 
@@ -89,6 +94,9 @@ def main() -> int:
         ("drain create rate", "creates_s", ".0f", " /s"),
         ("drain create p99 latency", "create_p99", ".1f", " ms"),
         ("drain errors", "drain_err", "d", ""),
+        ("server CPU during tasks/get run", "wrk_cpu", ".1f", " s"),
+        ("server CPU per tasks/get", "us_per_get", ".0f", " us"),
+        ("server CPU during drain", "drain_cpu", ".1f", " s"),
         ("peak RSS (VmHWM)", "hwm_mib", ".1f", " MiB"),
     ]
     ours, refs = variants[0], variants[1:]
@@ -106,7 +114,7 @@ def main() -> int:
                 line.append(fmt(r[key], spec, unit))
         for ref in refs:
             if key in ("rps", "p50", "p99", "drain", "drain_srv", "creates_s", "create_p99",
-                       "hwm_mib"):
+                       "wrk_cpu", "us_per_get", "drain_cpu", "hwm_mib"):
                 line.append(ratio(rows[ours][key], rows[ref][key]))
             else:
                 line.append("")
