@@ -13,16 +13,20 @@ use http::{HeaderMap, Method};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use crate::clock::now_ms;
 use crate::engine::Engine;
 use crate::jobs::{JobContext, JobError, ProgressSink, Step};
 use crate::protocol::envelope::{self, Incoming, Request};
-use crate::protocol::headers::{check_params, expect_header, header_value, mirrored_params};
+use crate::protocol::headers::{check_params, expect_header, mirrored_params};
 use crate::protocol::state::{RoundState, StateSealer, args_digest};
 use crate::protocol::{
     HEADER_MISMATCH, MISSING_CAPABILITY, McpError, RequestMeta, SUPPORTED_VERSIONS,
     TASKS_EXTENSION, UNSUPPORTED_VERSION, failure, result_meta, success,
 };
 use crate::tools::{Policy, Preflight, Registry, Tool};
+
+/// How long a `requestState` stays valid (a human may take a while to answer).
+pub const MAX_STATE_AGE_MS: u64 = 24 * 3600 * 1000;
 
 /// Most input responses accepted in one request.
 pub const MAX_INPUT_RESPONSES: usize = 64;
@@ -327,8 +331,8 @@ impl McpService {
         match method {
             "server/discover" => ok(self.discover.clone()),
             "tools/list" => {
-                if let Some(c) = req.params.get("cursor").filter(|c| !c.is_null()) {
-                    let _ = c;
+                // One page only: we never hand out a cursor, so any cursor is not ours.
+                if req.params.get("cursor").is_some_and(|c| !c.is_null()) {
                     return Err(McpError::invalid_params("Unknown cursor"));
                 }
                 ok(self.tools_list.clone())
@@ -464,10 +468,8 @@ impl McpService {
                 )));
             }
         };
-        let sink = match (&meta.progress_token, sse_ok && !as_task) {
-            (Some(_), true) => None, // built below, with the stream
-            _ => Some(ProgressSink::latest_only()),
-        };
+        // A synchronous call that asked for progress (and accepts SSE) gets a stream.
+        let stream = meta.progress_token.is_some() && sse_ok && !as_task;
         let make_ctx = |sink: ProgressSink| {
             JobContext::new(
                 arguments.clone(),
@@ -500,13 +502,13 @@ impl McpService {
             };
             return Ok(self.respond(&req.id, outcome));
         }
-        match sink {
-            Some(sink) => {
-                let ctx = make_ctx(sink);
+        match stream {
+            false => {
+                let ctx = make_ctx(ProgressSink::latest_only());
                 let outcome = self.run_inline(&tool, ctx, tenant, name, &arguments).await;
                 Ok(self.respond(&req.id, outcome))
             }
-            None => {
+            true => {
                 // Stream progress as SSE, then the response.
                 let (tx, rx) = mpsc::channel::<Value>(64);
                 let token = meta.progress_token.clone().unwrap_or(Value::Null);
@@ -562,11 +564,16 @@ impl McpService {
         arguments: &Value,
     ) -> Result<RoundState, McpError> {
         match self.sealer.open(sealed) {
-            Some(s) if s.tenant == tenant && s.tool == tool && s.args == args_digest(arguments) => {
+            Some(s)
+                if s.tenant == tenant
+                    && s.tool == tool
+                    && s.args == args_digest(arguments)
+                    && now_ms().saturating_sub(s.issued_at_ms) <= MAX_STATE_AGE_MS =>
+            {
                 Ok(s)
             }
             _ => Err(McpError::invalid_params(
-                "requestState is invalid, altered, or belongs to another call",
+                "requestState is invalid, altered, expired, or belongs to another call",
             )),
         }
     }
@@ -587,6 +594,7 @@ impl McpService {
             checkpoint: ctx.raw_checkpoint().clone(),
             answers: ctx.inputs().clone(),
             outstanding: requests.keys().cloned().collect(),
+            issued_at_ms: now_ms(),
         };
         let mut m = Map::new();
         m.insert("resultType".into(), json!("input_required"));
@@ -679,11 +687,6 @@ fn strip_port(host: &str) -> &str {
         return host.split_inclusive(']').next().unwrap_or(host);
     }
     host.split(':').next().unwrap_or(host)
-}
-
-/// Reads a header as text, for callers outside this module.
-pub fn header(headers: &HeaderMap, name: &str) -> Option<String> {
-    header_value(headers, name).ok().flatten()
 }
 
 #[cfg(test)]

@@ -86,6 +86,70 @@ impl WorkQueue for LocalQueue {
     }
 }
 
+/// The contract every [`WorkQueue`] adapter must pass, given the queue and a way to receive
+/// what it delivers (the local channel here; an SQS receive loop for the SQS adapter).
+pub mod contract {
+    use std::future::Future;
+    use std::time::Duration;
+
+    use super::{WorkKind, WorkMessage, WorkQueue};
+
+    fn msg(id: &str, kind: WorkKind) -> WorkMessage {
+        WorkMessage {
+            tenant: "contract".into(),
+            task_id: id.into(),
+            kind,
+        }
+    }
+
+    /// Runs every check. `recv` returns the next delivered message, or `None` after waiting
+    /// `wait` without one.
+    pub async fn run_all<Q, R, Fut>(queue: &Q, mut recv: R)
+    where
+        Q: WorkQueue,
+        R: FnMut(Duration) -> Fut,
+        Fut: Future<Output = Option<WorkMessage>>,
+    {
+        // A message arrives intact.
+        let m = msg("tsk_contract_a", WorkKind::Resume);
+        queue.enqueue(m.clone(), Duration::ZERO).await.unwrap();
+        assert_eq!(recv(Duration::from_secs(10)).await, Some(m));
+
+        // A delayed message does not arrive before its delay, and does after.
+        let late = msg("tsk_contract_late", WorkKind::Continue);
+        queue
+            .enqueue(late.clone(), Duration::from_millis(1500))
+            .await
+            .unwrap();
+        assert_eq!(
+            recv(Duration::from_millis(500)).await,
+            None,
+            "delivered early"
+        );
+        assert_eq!(recv(Duration::from_secs(10)).await, Some(late));
+
+        // Many messages are all delivered (at least once; order is not promised).
+        let want: std::collections::BTreeSet<String> =
+            (0..50).map(|i| format!("tsk_contract_{i}")).collect();
+        for id in &want {
+            queue
+                .enqueue(msg(id, WorkKind::Start), Duration::ZERO)
+                .await
+                .unwrap();
+        }
+        let mut got = std::collections::BTreeSet::new();
+        while got.len() < want.len() {
+            match recv(Duration::from_secs(10)).await {
+                Some(m) => {
+                    got.insert(m.task_id);
+                }
+                None => panic!("only {} of {} messages arrived", got.len(), want.len()),
+            }
+        }
+        assert_eq!(got, want);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +173,22 @@ mod tests {
         let start = tokio::time::Instant::now();
         assert_eq!(rx.recv().await.unwrap().task_id, "late");
         assert!(start.elapsed() >= Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn local_queue_passes_the_contract() {
+        let (q, rx) = LocalQueue::new();
+        let rx = std::sync::Arc::new(tokio::sync::Mutex::new(rx));
+        contract::run_all(&q, |wait| {
+            let rx = rx.clone();
+            async move {
+                tokio::time::timeout(wait, rx.lock().await.recv())
+                    .await
+                    .ok()
+                    .flatten()
+            }
+        })
+        .await;
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub struct RoundState {
     pub answers: serde_json::Map<String, Value>,
     /// Keys asked in the last round and not yet answered.
     pub outstanding: Vec<String>,
+    /// When the state was sealed (epoch ms), so old states can be refused.
+    pub issued_at_ms: u64,
 }
 
 /// Seals and opens round states with one server key.
@@ -106,6 +108,7 @@ mod tests {
             checkpoint: json!({"round": 1}),
             answers: Default::default(),
             outstanding: vec!["step1".into()],
+            issued_at_ms: 1,
         }
     }
 
