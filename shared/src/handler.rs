@@ -531,9 +531,12 @@ impl McpService {
                 let tenant = tenant.to_owned();
                 let name = name.to_owned();
                 tokio::spawn(async move {
-                    let outcome = this
-                        .run_inline(&tool, ctx, &tenant, &name, &arguments)
-                        .await;
+                    // Closing the stream is how an HTTP client cancels: stop the work then.
+                    let run = this.run_inline(&tool, ctx, &tenant, &name, &arguments);
+                    let outcome = tokio::select! {
+                        o = run => o,
+                        _ = tx.closed() => return,
+                    };
                     let msg = match outcome {
                         CallOutcome::Result(m) => success(&id, m),
                         CallOutcome::Error(e) => failure(Some(&id), &e.error),
