@@ -20,8 +20,7 @@ use crate::protocol::envelope::{self, Incoming, Request};
 use crate::protocol::headers::{check_params, expect_header, mirrored_params};
 use crate::protocol::state::{RoundState, StateSealer, args_digest};
 use crate::protocol::{
-    HEADER_MISMATCH, MISSING_CAPABILITY, McpError, RequestMeta, SUPPORTED_VERSIONS,
-    TASKS_EXTENSION, UNSUPPORTED_VERSION, failure, result_meta, success,
+    McpError, RequestMeta, SUPPORTED_VERSIONS, TASKS_EXTENSION, failure, result_meta, success,
 };
 use crate::tools::{Policy, Preflight, Registry, Tool};
 
@@ -150,14 +149,6 @@ fn finish(mut m: Map<String, Value>, result_type: &str, meta: &Value) -> Map<Str
         .or_insert_with(|| Value::String(result_type.to_owned()));
     m.insert("_meta".into(), meta.clone());
     m
-}
-
-/// The HTTP status of an error a tool or job raised itself.
-fn status_for(code: i64) -> u16 {
-    match code {
-        HEADER_MISMATCH | MISSING_CAPABILITY | UNSUPPORTED_VERSION => 400,
-        _ => 200,
-    }
 }
 
 impl McpService {
@@ -617,10 +608,7 @@ impl McpService {
                 "complete",
                 &self.meta,
             )),
-            JobError::Protocol(err) => CallOutcome::Error(McpError {
-                status: status_for(err.code),
-                error: err,
-            }),
+            JobError::Protocol(err) => CallOutcome::Error(McpError::from_object(err)),
         }
     }
 

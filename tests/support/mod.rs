@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod schema;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -190,6 +192,8 @@ impl Client {
             .unwrap_or("")
             .to_owned();
         let text = resp.text().await.unwrap_or_default();
+        // Every JSON-RPC message the server sends must match the official schema.
+        schema::check_answer(body, status, &content_type, &text);
         Answer {
             status,
             content_type,

@@ -178,6 +178,14 @@ impl McpError {
         Self::new(200, INTERNAL_ERROR, message, None)
     }
 
+    /// An error object raised by a tool or job, with the status its code travels with.
+    pub fn from_object(error: ErrorObject) -> Self {
+        Self {
+            status: status_for_code(error.code),
+            error,
+        }
+    }
+
     /// The same error with another HTTP status.
     pub fn with_status(mut self, status: u16) -> Self {
         self.status = status;
@@ -247,9 +255,23 @@ pub fn success(id: &Value, result: Map<String, Value>) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
-/// An error response (`id` is null when the request's id could not be read).
+/// An error response. When the request's id could not be read, `id` is left out: the
+/// 2026-07-28 schema makes it optional but allows only a string or an integer (JSON-RPC 2.0's
+/// `null` does not validate).
 pub fn failure(id: Option<&Value>, error: &ErrorObject) -> Value {
-    json!({"jsonrpc": "2.0", "id": id.cloned().unwrap_or(Value::Null), "error": error})
+    match id {
+        Some(id) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+        None => json!({"jsonrpc": "2.0", "error": error}),
+    }
+}
+
+/// The HTTP status an error raised by a tool or job travels with: the codes the transport
+/// pins to 400, and 200 for every other application-level error.
+pub fn status_for_code(code: i64) -> u16 {
+    match code {
+        HEADER_MISMATCH | MISSING_CAPABILITY | UNSUPPORTED_VERSION => 400,
+        _ => 200,
+    }
 }
 
 #[cfg(test)]
