@@ -165,22 +165,29 @@ impl Engine {
         Err(McpError::internal())
     }
 
-    /// `tasks/cancel`: sets the cancel flag; a task waiting for input is cancelled at once,
-    /// a running one by its worker within about a second. Terminal tasks are acked unchanged.
+    /// `tasks/cancel`: a task nobody is running (queued, handed over, waiting for input) is
+    /// cancelled at once; a running one gets the cancel flag and its worker stops within about
+    /// a second. Terminal tasks are acked unchanged.
     pub async fn cancel(&self, tenant: &str, task_id: &str) -> Result<(), McpError> {
         for _ in 0..MAX_RACES {
             let mut task = self.get(tenant, task_id).await?;
-            if task.status.is_terminal()
-                || (task.cancel_requested && task.status == TaskStatus::Working)
-            {
+            if task.status.is_terminal() {
+                return Ok(());
+            }
+            let running = task
+                .lease
+                .as_ref()
+                .is_some_and(|l| l.expires_at_ms > now_ms());
+            if task.cancel_requested && running {
                 return Ok(());
             }
             task.cancel_requested = true;
-            if task.status == TaskStatus::InputRequired {
-                // No worker runs while the task waits for input.
-                let _ = task.cancel();
-            } else {
+            if running {
+                // The running job sees the flag at its next check (about a second).
                 task.touch();
+            } else {
+                // Nobody runs the job (queued, handed over, or waiting for input): cancel now.
+                let _ = task.cancel();
             }
             match self.store.update(&task).await {
                 Ok(_) => {
@@ -204,6 +211,8 @@ impl Engine {
                 continue;
             };
             if task.lease.take().is_some() {
+                // Its run died with the previous process.
+                task.interruptions += 1;
                 match self.store.update(&task).await {
                     Ok(_) | Err(StoreError::Conflict) => {}
                     Err(e) => return Err(e),

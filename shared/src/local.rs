@@ -247,6 +247,8 @@ async fn run_worker_pool(
         let worker = worker.clone();
         tokio::spawn(async move {
             let _permit = permit;
+            // `Outcome::Busy` is dropped too: after start-up recovery every live lease belongs
+            // to a run in this process, which finishes the job itself.
             if let Err(e) = worker.handle(&msg, None).await {
                 // The store failed; the sweep re-enqueues the task later.
                 tracing::error!(task_id = %msg.task_id, error = %e, "worker failed");

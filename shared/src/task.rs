@@ -137,9 +137,12 @@ pub struct TaskRecord {
     /// The job's checkpoint: where a resumed job starts again.
     #[serde(default)]
     pub checkpoint: Value,
-    /// How many times a worker took the job (start, resume, recovery).
+    /// How many times a worker took the job (start, resume, continuation, recovery).
     #[serde(default)]
     pub attempts: u32,
+    /// How many runs died without finishing or handing over (crash, panic, lost store).
+    #[serde(default)]
+    pub interruptions: u32,
     /// The client capabilities of the creating request (they gate which input kinds a job may ask).
     #[serde(default)]
     pub client_capabilities: Value,
@@ -178,6 +181,7 @@ impl TaskRecord {
             lease: None,
             checkpoint: Value::Null,
             attempts: 0,
+            interruptions: 0,
             client_capabilities,
         }
     }
