@@ -195,3 +195,64 @@ async fn many_waiting_jobs_run_at_once() {
         assert_eq!(t["status"], "completed");
     }
 }
+
+#[tokio::test]
+async fn bad_input_is_refused_and_changes_nothing() {
+    let dir = data_dir();
+    let s = Server::start(dir.path(), &[]);
+    let c = s.client().with_tasks();
+    // Arguments too large for a task record: refused before any task exists.
+    let big = "x".repeat(320 * 1024);
+    let a = c
+        .send(
+            "tools/call",
+            json!({"name": "wait", "arguments": {"seconds": 0.1, "pad": big}}),
+        )
+        .await;
+    assert_eq!(
+        a.json()["error"]["code"],
+        -32602,
+        "{}",
+        &a.text[..200.min(a.text.len())]
+    );
+    // A malformed answer to an outstanding request: refused, the task still waits.
+    let id = c
+        .tool("confirm_action", json!({"action": "Ship", "target": "v2"}))
+        .await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let parked = c
+        .wait_task(&id, WITHIN, |t| t["status"] == "input_required")
+        .await;
+    let key = parked["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    for bad in [
+        json!("yes"),
+        json!({"action": "perhaps"}),
+        json!({"action": "accept", "content": 1}),
+    ] {
+        let a = c
+            .send(
+                "tasks/update",
+                json!({"taskId": id, "inputResponses": {key.clone(): bad}}),
+            )
+            .await;
+        assert_eq!(a.json()["error"]["code"], -32602);
+    }
+    let a = c
+        .send(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": "nope"}),
+        )
+        .await;
+    assert_eq!(a.json()["error"]["code"], -32602);
+    let still = c.get_task(&id).await;
+    assert_eq!(still["status"], "input_required");
+    assert_eq!(still["inputRequests"], parked["inputRequests"]);
+}

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use crate::clock::now_ms;
 use crate::protocol::McpError;
 use crate::queue::{WorkKind, WorkMessage, WorkQueue};
-use crate::store::{StoreError, TaskStore};
+use crate::store::{MAX_CLIENT_RECORD_BYTES, StoreError, TaskStore, record_len};
 use crate::task::{TaskRecord, TaskStatus, is_valid_task_id, new_task_id};
 
 /// How many times a conditional write is retried after losing a race before giving up.
@@ -96,6 +96,12 @@ impl Engine {
             client_capabilities,
         );
         task.checkpoint = checkpoint;
+        let len = record_len(&task);
+        if len > MAX_CLIENT_RECORD_BYTES {
+            return Err(McpError::invalid_params(format!(
+                "Arguments too large to run as a task ({len} bytes with the task; at most {MAX_CLIENT_RECORD_BYTES})"
+            )));
+        }
         match self.store.create(&task).await {
             Ok(()) => {}
             Err(StoreError::TooLarge(n)) => {
@@ -143,8 +149,15 @@ impl Engine {
     ) -> Result<(), McpError> {
         for _ in 0..MAX_RACES {
             let mut task = self.get(tenant, task_id).await?;
+            task.check_answers(responses)
+                .map_err(McpError::invalid_params)?;
             if !task.answer(responses) {
                 return Ok(());
+            }
+            if record_len(&task) > MAX_CLIENT_RECORD_BYTES {
+                return Err(McpError::invalid_params(
+                    "Input responses too large to store",
+                ));
             }
             match self.store.update(&task).await {
                 Ok(_) => {

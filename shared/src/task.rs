@@ -285,6 +285,44 @@ impl TaskRecord {
         changed
     }
 
+    /// Checks the shape of answers to outstanding requests (unknown keys are ignored, not
+    /// checked): an elicitation answer needs a known `action` and, when accepted, object
+    /// `content`; sampling and roots answers must be objects. A malformed answer is refused
+    /// before anything is stored, instead of failing the job later.
+    pub fn check_answers(&self, responses: &Map<String, Value>) -> Result<(), String> {
+        for (key, answer) in responses {
+            let Some(request) = self.input_requests.get(key) else {
+                continue;
+            };
+            let Some(answer) = answer.as_object() else {
+                return Err(format!("inputResponses[{key:?}] must be an object"));
+            };
+            let method = request.get("method").and_then(Value::as_str).unwrap_or("");
+            match method {
+                "elicitation/create" => match answer.get("action").and_then(Value::as_str) {
+                    Some("accept") => {
+                        if answer.get("content").is_some_and(|c| !c.is_object()) {
+                            return Err(format!(
+                                "inputResponses[{key:?}].content must be an object"
+                            ));
+                        }
+                    }
+                    Some("decline" | "cancel") => {}
+                    _ => {
+                        return Err(format!(
+                            "inputResponses[{key:?}].action must be accept, decline or cancel"
+                        ));
+                    }
+                },
+                "roots/list" if !answer.get("roots").is_some_and(Value::is_array) => {
+                    return Err(format!("inputResponses[{key:?}].roots must be an array"));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// Moves `lastUpdatedAt` on.
     pub fn touch(&mut self) {
         self.last_updated_at_ms = now_ms().max(self.last_updated_at_ms);
@@ -461,6 +499,33 @@ mod tests {
         assert!(r.answer(b.as_object().unwrap()));
         assert_eq!(r.status, TaskStatus::Working);
         assert_eq!(r.input_responses.len(), 2);
+    }
+
+    #[test]
+    fn malformed_answers_to_outstanding_requests_are_refused() {
+        let mut r = record();
+        let mut reqs = BTreeMap::new();
+        reqs.insert(
+            "e".into(),
+            json!({"method": "elicitation/create", "params": {}}),
+        );
+        reqs.insert("r".into(), json!({"method": "roots/list", "params": {}}));
+        r.require_input(reqs).unwrap();
+        for bad in [
+            json!({"e": "yes"}),
+            json!({"e": {"action": "maybe"}}),
+            json!({"e": {"action": "accept", "content": 5}}),
+            json!({"r": {"roots": "none"}}),
+        ] {
+            assert!(r.check_answers(bad.as_object().unwrap()).is_err(), "{bad}");
+        }
+        for good in [
+            json!({"e": {"action": "decline"}}),
+            json!({"e": {"action": "accept", "content": {"x": 1}}, "unknown": 5}),
+            json!({"r": {"roots": []}}),
+        ] {
+            assert!(r.check_answers(good.as_object().unwrap()).is_ok(), "{good}");
+        }
     }
 
     #[test]

@@ -635,6 +635,21 @@ mod tests {
         }
     }
 
+    /// Panics on its first step.
+    struct Boom {
+        def: ToolDef,
+    }
+
+    #[async_trait]
+    impl Tool for Boom {
+        fn def(&self) -> &ToolDef {
+            &self.def
+        }
+        async fn step(&self, _ctx: &JobContext) -> Result<Step, JobError> {
+            panic!("boom")
+        }
+    }
+
     struct Rig {
         engine: Engine,
         worker: Arc<Worker>,
@@ -648,15 +663,19 @@ mod tests {
         let (queue, rx) = LocalQueue::new();
         let queue = Arc::new(queue);
         let finished = Arc::new(AtomicUsize::new(0));
-        let tools = Arc::new(Registry::new(vec![Arc::new(Counter {
-            def: ToolDef {
-                name: "count",
-                description: "counts",
-                input_schema: json!({"type": "object"}),
-                policy: Policy::Optional,
-            },
-            finished: finished.clone(),
-        })]));
+        let def = |name| ToolDef {
+            name,
+            description: "test tool",
+            input_schema: json!({"type": "object"}),
+            policy: Policy::Optional,
+        };
+        let tools = Arc::new(Registry::new(vec![
+            Arc::new(Counter {
+                def: def("count"),
+                finished: finished.clone(),
+            }),
+            Arc::new(Boom { def: def("boom") }),
+        ]));
         let engine = Engine::new(store.clone(), queue.clone(), TaskSettings::default());
         let worker = Arc::new(Worker::new(store.clone(), queue, tools, settings));
         Rig {
@@ -854,5 +873,40 @@ mod tests {
             Outcome::Dropped
         );
         assert_eq!(r.worker.handle(&msg, None).await.unwrap(), Outcome::Dropped);
+    }
+
+    #[tokio::test]
+    async fn a_panicking_step_fails_its_task_instead_of_the_worker() {
+        let mut r = rig(fast());
+        r.engine
+            .create_task("t", "boom", json!({}), Value::Null, json!({}))
+            .await
+            .unwrap();
+        let msg = r.rx.recv().await.unwrap();
+        let out = r.worker.handle(&msg, None).await.unwrap();
+        assert_eq!(out, Outcome::Finished(TaskStatus::Failed));
+        let t = status(&r, &msg).await;
+        assert_eq!(t.error.unwrap().code, crate::protocol::INTERNAL_ERROR);
+        assert!(t.lease.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_job_that_keeps_dying_is_failed_not_retried_forever() {
+        let mut r = rig(fast());
+        let max = fast().max_interruptions;
+        for (died_before, want) in [(max - 1, TaskStatus::Completed), (max, TaskStatus::Failed)] {
+            let msg = create(&mut r, json!({"n": 1})).await;
+            // The last run died holding a lease that has since expired.
+            let mut t = status(&r, &msg).await;
+            t.interruptions = died_before;
+            t.lease = Some(Lease {
+                owner: "dead".into(),
+                expires_at_ms: 1,
+            });
+            r.store.update(&t).await.unwrap();
+            let out = r.worker.handle(&msg, None).await.unwrap();
+            assert_eq!(out, Outcome::Finished(want), "after {died_before} deaths");
+            assert_eq!(status(&r, &msg).await.interruptions, died_before + 1);
+        }
     }
 }

@@ -158,10 +158,14 @@ fn commit_batch(
     Ok(outcomes)
 }
 
-fn stored(txn: &WriteTransaction, k: &str) -> Result<Option<TaskRecord>, StoreError> {
+/// One record's lookup: `Err` when it does not decode (fail that write only).
+type Lookup = Result<Option<TaskRecord>, StoreError>;
+
+/// The stored record of `k`. The outer error is the transaction's (abort the batch).
+fn stored(txn: &WriteTransaction, k: &str) -> Result<Lookup, StoreError> {
     let tasks = txn.open_table(TASKS).map_err(backend)?;
     let guard = tasks.get(k).map_err(backend)?;
-    guard.map(|v| decode(v.value())).transpose()
+    Ok(guard.map(|v| decode(v.value())).transpose())
 }
 
 /// One conditional write inside the batch's transaction: `Ok(Err(Conflict))` when its
@@ -170,16 +174,20 @@ fn apply(txn: &WriteTransaction, op: &Op) -> Result<Result<u64, StoreError>, Sto
     match op {
         Op::Create(task, bytes) => {
             let k = key(&task.tenant, &task.task_id);
-            if stored(txn, &k)?.is_some() {
-                return Ok(Err(StoreError::Conflict));
+            match stored(txn, &k)? {
+                Ok(None) => {}
+                Ok(Some(_)) => return Ok(Err(StoreError::Conflict)),
+                Err(e) => return Ok(Err(e)),
             }
             put(txn, &k, task, bytes, None)?;
             Ok(Ok(task.version))
         }
         Op::Update(next, bytes) => {
             let k = key(&next.tenant, &next.task_id);
-            let Some(prev) = stored(txn, &k)? else {
-                return Ok(Err(StoreError::Conflict));
+            let prev = match stored(txn, &k)? {
+                Ok(Some(prev)) => prev,
+                Ok(None) => return Ok(Err(StoreError::Conflict)),
+                Err(e) => return Ok(Err(e)),
             };
             if prev.version + 1 != next.version || prev.status.is_terminal() {
                 return Ok(Err(StoreError::Conflict));
@@ -188,8 +196,12 @@ fn apply(txn: &WriteTransaction, op: &Op) -> Result<Result<u64, StoreError>, Sto
             Ok(Ok(next.version))
         }
         Op::Delete(k) => {
-            let Some(prev) = stored(txn, k)? else {
-                return Ok(Ok(0));
+            // A record that does not decode is still removed (its index entries may stay
+            // behind; they point at nothing and are skipped).
+            let prev = match stored(txn, k)? {
+                Ok(Some(prev)) => Some(prev),
+                Ok(None) => return Ok(Ok(0)),
+                Err(_) => None,
             };
             txn.open_table(TASKS)
                 .map_err(backend)?
@@ -199,7 +211,7 @@ fn apply(txn: &WriteTransaction, op: &Op) -> Result<Result<u64, StoreError>, Sto
                 .map_err(backend)?
                 .remove(k.as_str())
                 .map_err(backend)?;
-            if let Some(at) = prev.expires_at_ms() {
+            if let Some(at) = prev.as_ref().and_then(TaskRecord::expires_at_ms) {
                 txn.open_table(EXPIRY)
                     .map_err(backend)?
                     .remove((at, k.as_str()))

@@ -45,6 +45,16 @@ pub struct TaskKey {
 /// adapter to the same bound means a result that fits locally also fits on AWS.
 pub const MAX_RECORD_BYTES: usize = 350 * 1024;
 
+/// Largest record the engine accepts from a client (arguments, answers). The difference to
+/// [`MAX_RECORD_BYTES`] is headroom for what the worker adds (lease, progress, a checkpoint),
+/// so a client can never make a task that its own worker cannot write.
+pub const MAX_CLIENT_RECORD_BYTES: usize = MAX_RECORD_BYTES - 64 * 1024;
+
+/// The serialized size of a record.
+pub fn record_len(task: &TaskRecord) -> usize {
+    serde_json::to_vec(task).map_or(usize::MAX, |b| b.len())
+}
+
 /// Durable storage of task records.
 ///
 /// Contract (checked by [`contract`] against every adapter):
