@@ -366,3 +366,23 @@ async fn tasks_methods_need_the_extension_and_a_known_id() {
     let v: Value = a.json();
     assert_eq!(v["error"]["message"], "Task not found or expired");
 }
+
+#[tokio::test]
+async fn a_call_that_fails_before_any_progress_keeps_its_http_status() {
+    let (s, _d) = start();
+    let c = s.client(); // no elicitation: confirm_action refuses with -32021
+    let mut body = c.body(
+        "tools/call",
+        json!({"name": "confirm_action", "arguments": {"action": "Go", "target": "x"}}),
+    );
+    body["params"]["_meta"]["progressToken"] = json!(7);
+    let a = c
+        .post_raw(body.to_string().as_bytes(), &Client::headers(&body))
+        .await;
+    assert!(a.content_type.starts_with("application/json"), "{a:?}");
+    assert_eq!(error_of(&a), (400, -32021));
+    assert_eq!(
+        a.json()["error"]["data"],
+        json!({"requiredCapabilities": {"elicitation": {}}})
+    );
+}

@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Method};
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::now_ms;
 use crate::engine::Engine;
@@ -499,47 +499,101 @@ impl McpService {
                 let outcome = self.run_inline(&tool, ctx, tenant, name, &arguments).await;
                 Ok(self.respond(&req.id, outcome))
             }
-            true => {
-                // Stream progress as SSE, then the response.
-                let (tx, rx) = mpsc::channel::<Value>(64);
-                let token = meta.progress_token.clone().unwrap_or(Value::Null);
-                let ptx = tx.clone();
-                let sink = ProgressSink::streaming(move |p| {
-                    let mut params = json!({"progressToken": token, "progress": p.progress});
-                    if let Some(t) = p.total {
-                        params["total"] = json!(t);
-                    }
-                    if let Some(m) = &p.message {
-                        params["message"] = json!(m);
-                    }
-                    let _ = ptx.try_send(
-                        json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}),
-                    );
-                });
-                let ctx = make_ctx(sink);
-                let this = self.clone();
-                let id = req.id.clone();
-                let tenant = tenant.to_owned();
-                let name = name.to_owned();
-                tokio::spawn(async move {
-                    // Closing the stream is how an HTTP client cancels: stop the work then.
-                    let run = this.run_inline(&tool, ctx, &tenant, &name, &arguments);
-                    let outcome = tokio::select! {
-                        o = run => o,
-                        _ = tx.closed() => return,
-                    };
-                    let msg = match outcome {
-                        CallOutcome::Result(m) => success(&id, m),
-                        CallOutcome::Error(e) => failure(Some(&id), &e.error),
-                    };
-                    let _ = tx.send(msg).await;
-                });
-                Ok(Reply {
-                    status: 200,
-                    headers: vec![("x-accel-buffering", "no".into())],
-                    body: ReplyBody::Sse(rx),
-                })
+            true => Ok(self
+                .stream_inline(req, tool, make_ctx, &meta, tenant, name, arguments.clone())
+                .await),
+        }
+    }
+
+    /// Runs an inline call whose client asked for progress. Nothing is committed to the
+    /// client until the first event: a call that ends before reporting progress (an error
+    /// above all, whose HTTP status the transport pins) is answered as plain JSON; otherwise
+    /// the answer is an SSE stream of `notifications/progress`, then the response.
+    #[allow(clippy::too_many_arguments)]
+    async fn stream_inline(
+        self: &Arc<Self>,
+        req: &Request,
+        tool: Arc<dyn Tool>,
+        make_ctx: impl FnOnce(ProgressSink) -> JobContext,
+        meta: &RequestMeta,
+        tenant: &str,
+        name: &str,
+        arguments: Value,
+    ) -> Reply {
+        let (progress_tx, mut progress_rx) = mpsc::channel::<Value>(64);
+        let (mut final_tx, mut final_rx) = oneshot::channel::<CallOutcome>();
+        let token = meta.progress_token.clone().unwrap_or(Value::Null);
+        let sink = ProgressSink::streaming(move |p| {
+            let mut params = json!({"progressToken": token, "progress": p.progress});
+            if let Some(t) = p.total {
+                params["total"] = json!(t);
             }
+            if let Some(m) = &p.message {
+                params["message"] = json!(m);
+            }
+            // A client that reads slowly loses progress reports, never the response.
+            let _ = progress_tx.try_send(
+                json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}),
+            );
+        });
+        let ctx = make_ctx(sink);
+        let (this, tenant, name) = (self.clone(), tenant.to_owned(), name.to_owned());
+        tokio::spawn(async move {
+            let run = this.run_inline(&tool, ctx, &tenant, &name, &arguments);
+            // Closing the stream is how an HTTP client cancels: the receiving end is dropped
+            // with it, and the work stops.
+            let outcome = tokio::select! {
+                o = run => Some(o),
+                _ = final_tx.closed() => None,
+            };
+            if let Some(o) = outcome {
+                let _ = final_tx.send(o);
+            }
+        });
+        let first = tokio::select! {
+            biased;
+            f = &mut final_rx => Err(f),
+            p = progress_rx.recv() => Ok(p),
+        };
+        let first = match first {
+            Ok(Some(p)) => p,
+            Err(Ok(outcome)) => return self.respond(&req.id, outcome),
+            Ok(None) | Err(Err(_)) => return Reply::error(Some(&req.id), &McpError::internal()),
+        };
+        let (out_tx, out_rx) = mpsc::channel::<Value>(64);
+        let id = req.id.clone();
+        tokio::spawn(async move {
+            if out_tx.send(first).await.is_err() {
+                return;
+            }
+            let mut progress_open = true;
+            let outcome = loop {
+                tokio::select! {
+                    biased;
+                    p = progress_rx.recv(), if progress_open => match p {
+                        Some(p) => if out_tx.send(p).await.is_err() { return },
+                        None => progress_open = false,
+                    },
+                    f = &mut final_rx => break f,
+                    _ = out_tx.closed() => return,
+                }
+            };
+            while let Ok(p) = progress_rx.try_recv() {
+                if out_tx.send(p).await.is_err() {
+                    return;
+                }
+            }
+            let msg = match outcome {
+                Ok(CallOutcome::Result(m)) => success(&id, m),
+                Ok(CallOutcome::Error(e)) => failure(Some(&id), &e.error),
+                Err(_) => failure(Some(&id), &McpError::internal().error),
+            };
+            let _ = out_tx.send(msg).await;
+        });
+        Reply {
+            status: 200,
+            headers: vec![("x-accel-buffering", "no".into())],
+            body: ReplyBody::Sse(out_rx),
         }
     }
 
