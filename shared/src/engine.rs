@@ -65,16 +65,6 @@ impl Engine {
         }
     }
 
-    /// The store port.
-    pub fn store(&self) -> &Arc<dyn TaskStore> {
-        &self.store
-    }
-
-    /// The queue port.
-    pub fn queue(&self) -> &Arc<dyn WorkQueue> {
-        &self.queue
-    }
-
     /// Persists a new task, then enqueues its start. The record is durable and readable before
     /// this returns, so the caller may answer with `CreateTaskResult`. A failed enqueue is
     /// logged, not returned: the task is stored, and the orphan sweep will enqueue it.

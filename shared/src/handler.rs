@@ -17,7 +17,7 @@ use crate::clock::now_ms;
 use crate::engine::Engine;
 use crate::jobs::{JobContext, JobError, ProgressSink, Step};
 use crate::protocol::envelope::{self, Incoming, Request};
-use crate::protocol::headers::{check_params, expect_header, mirrored_params};
+use crate::protocol::headers::{check_params, expect_header};
 use crate::protocol::state::{RoundState, StateSealer, args_digest};
 use crate::protocol::{
     McpError, RequestMeta, SUPPORTED_VERSIONS, TASKS_EXTENSION, failure, result_meta, success,
@@ -143,11 +143,19 @@ pub struct McpService {
     tools_list: Map<String, Value>,
 }
 
-/// Sets `resultType` (unless present) and the server's `_meta` on a result.
+/// Sets `resultType` (unless present) and adds the server's `_meta` keys to the result's
+/// (a tool's own `_meta` keys are kept).
 fn finish(mut m: Map<String, Value>, result_type: &str, meta: &Value) -> Map<String, Value> {
     m.entry("resultType")
         .or_insert_with(|| Value::String(result_type.to_owned()));
-    m.insert("_meta".into(), meta.clone());
+    match (m.get_mut("_meta"), meta) {
+        (Some(Value::Object(own)), Value::Object(ours)) => {
+            own.extend(ours.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        _ => {
+            m.insert("_meta".into(), meta.clone());
+        }
+    }
     m
 }
 
@@ -404,11 +412,7 @@ impl McpService {
                 ));
             }
         };
-        check_params(
-            headers,
-            &mirrored_params(&tool.def().input_schema),
-            &arguments,
-        )?;
+        check_params(headers, self.tools.mirrored_params(name), &arguments)?;
         let arguments = Value::Object(arguments);
         let responses = match req.params.get("inputResponses") {
             None => None,

@@ -173,12 +173,6 @@ impl JobContext {
         &self.inputs
     }
 
-    /// Adds answers (the runner does this when a client replies).
-    pub fn add_inputs(&mut self, answers: &Map<String, Value>) {
-        self.inputs
-            .extend(answers.iter().map(|(k, v)| (k.clone(), v.clone())));
-    }
-
     /// Whether the calling client declared a capability (`elicitation`, `sampling`, `roots`).
     pub fn client_declares(&self, capability: &str) -> bool {
         crate::protocol::declares(&self.client_capabilities, capability)
@@ -192,11 +186,6 @@ impl JobContext {
             total,
             message: Some(message.into()),
         });
-    }
-
-    /// The progress sink (the runner reads it).
-    pub fn progress_sink(&self) -> &ProgressSink {
-        &self.progress
     }
 }
 

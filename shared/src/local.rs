@@ -111,16 +111,16 @@ impl LocalServer {
         format!("http://{}/mcp", self.addr)
     }
 
-    /// Stops accepting requests and waits for the HTTP server to finish. Running jobs stop
-    /// with the process; their last checkpoints are in the store.
-    pub async fn shutdown(self) {
-        let _ = self.shutdown.send(true);
-        let _ = self.http.await;
-    }
-
-    /// Waits until the server stops.
-    pub async fn wait(self) {
-        let _ = self.http.await;
+    /// Serves until `signal` completes (then shuts down gracefully) or the HTTP server stops
+    /// by itself (an error, already logged).
+    pub async fn run_until(mut self, signal: impl std::future::Future<Output = ()>) {
+        tokio::select! {
+            _ = signal => {
+                let _ = self.shutdown.send(true);
+                let _ = (&mut self.http).await;
+            }
+            _ = &mut self.http => {}
+        }
     }
 }
 

@@ -362,12 +362,15 @@ impl TaskRecord {
                 m.insert("inputRequests".into(), json!(self.input_requests));
             }
             TaskStatus::Completed => {
-                m.insert(
-                    "result".into(),
-                    self.result
-                        .clone()
-                        .unwrap_or_else(|| json!({"content": []})),
-                );
+                let mut result = self
+                    .result
+                    .clone()
+                    .unwrap_or_else(|| json!({"content": []}));
+                // The inlined CallToolResult is a result too (digest §12.12).
+                if let Some(r) = result.as_object_mut() {
+                    r.entry("resultType").or_insert_with(|| json!("complete"));
+                }
+                m.insert("result".into(), result);
             }
             TaskStatus::Failed => {
                 let err = self.error.clone().unwrap_or_else(|| ErrorObject {
@@ -561,7 +564,7 @@ mod tests {
         let d = r.to_detailed();
         assert_eq!(d["resultType"], "complete");
         assert_eq!(d["status"], "completed");
-        assert!(d.contains_key("result"));
+        assert_eq!(d["result"]["resultType"], "complete");
         assert!(!d.contains_key("inputRequests"));
         let c = record().to_create_result();
         assert_eq!(c["resultType"], "task");

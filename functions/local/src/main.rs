@@ -64,8 +64,22 @@ async fn main() -> anyhow::Result<()> {
     let url = server.url();
     println!("mcp-tasks listening on {url}");
     println!("Add it to Claude Code with:\n  claude mcp add --transport http mcp-tasks {url}");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => server.shutdown().await,
-    }
+    server.run_until(stop_signal()).await;
     Ok(())
+}
+
+/// Ctrl-C, or SIGTERM (what service managers and container runtimes send).
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }

@@ -2,7 +2,7 @@
 //!
 //! Adding a tool is one file: a [`ToolDef`] (name, description, input schema, [`Policy`]) and
 //! an implementation of [`Tool::step`] (see [`crate::jobs`]). Register it in
-//! [`builtin::register`].
+//! [`builtin::builtin_tools`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -70,6 +70,8 @@ pub struct Registry {
     tools: Vec<Arc<dyn Tool>>,
     by_name: HashMap<&'static str, usize>,
     list: Value,
+    /// Per tool, the arguments mirrored in `Mcp-Param-*` headers.
+    mirrored: Vec<Vec<(String, String)>>,
 }
 
 impl Registry {
@@ -92,16 +94,28 @@ impl Registry {
                 })
                 .collect(),
         );
+        let mirrored = kept
+            .iter()
+            .map(|t| crate::protocol::headers::mirrored_params(&t.def().input_schema))
+            .collect();
         Self {
             tools: kept,
             by_name,
             list,
+            mirrored,
         }
     }
 
     /// Looks a tool up by name.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.by_name.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// The `(header token, argument)` pairs a tool mirrors in `Mcp-Param-*` headers.
+    pub fn mirrored_params(&self, name: &str) -> &[(String, String)] {
+        self.by_name
+            .get(name)
+            .map_or(&[], |&i| self.mirrored[i].as_slice())
     }
 
     /// The `tools` array of `tools/list`.
