@@ -1,4 +1,4 @@
-.PHONY: run test fmt lint conformance tools
+.PHONY: run test fmt lint conformance tools bench
 
 # The embedded server on 127.0.0.1 (see README for flags).
 run:
@@ -20,3 +20,7 @@ conformance:
 
 tools:
 	bash scripts/install-tools.sh
+
+# Side by side with the Python reference (fastmcp-tasks): tasks/get throughput, drain, memory.
+bench:
+	bash bench/run.sh
