@@ -312,6 +312,8 @@ impl McpService {
         ) {
             return Err(McpError::method_not_found(method));
         }
+        // Transport headers first: Mcp-Method needs nothing from the body but its method.
+        expect_header(headers, "mcp-method", method, true)?;
         let meta = envelope::read_meta(&req.params)?;
         // The header must mirror the body before the version itself is judged: a mismatch is
         // -32020 even when the body names a version we do not speak.
@@ -324,7 +326,6 @@ impl McpService {
         if !SUPPORTED_VERSIONS.contains(&meta.protocol_version.as_str()) {
             return Err(McpError::unsupported_version(&meta.protocol_version));
         }
-        expect_header(headers, "mcp-method", method, true)?;
         let tenant = self.config.tenant.clone();
         let ok = |m: Map<String, Value>| Ok(Reply::json(200, success(&req.id, m)));
         match method {
@@ -347,16 +348,17 @@ impl McpService {
             }
             _ => {
                 // tasks/get, tasks/update, tasks/cancel
-                let task_id = match req.params.get("taskId") {
-                    Some(Value::String(t)) => t.clone(),
-                    _ => return Err(McpError::invalid_params("params.taskId must be a string")),
-                };
-                expect_header(headers, "mcp-name", &task_id, false)?;
+                // The method itself is gated by the capability, before its params are read.
                 if !meta.declares_tasks() {
                     return Err(McpError::tasks_extension_required(format!(
                         "{method} requires the {TASKS_EXTENSION} extension to be declared on the request"
                     )));
                 }
+                let task_id = match req.params.get("taskId") {
+                    Some(Value::String(t)) => t.clone(),
+                    _ => return Err(McpError::invalid_params("params.taskId must be a string")),
+                };
+                expect_header(headers, "mcp-name", &task_id, false)?;
                 match method {
                     "tasks/get" => {
                         let task = self.engine.get(&tenant, &task_id).await?;
