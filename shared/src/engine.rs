@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use crate::clock::now_ms;
 use crate::protocol::McpError;
 use crate::queue::{WorkKind, WorkMessage, WorkQueue};
-use crate::store::{MAX_CLIENT_RECORD_BYTES, StoreError, TaskStore, record_len};
+use crate::store::{MAX_CLIENT_RECORD_BYTES, StoreError, TaskKey, TaskStore, record_len};
 use crate::task::{TaskRecord, TaskStatus, is_valid_task_id, new_task_id};
 
 /// How many times a conditional write is retried after losing a race before giving up.
@@ -204,12 +204,26 @@ impl Engine {
         Err(McpError::internal())
     }
 
+    /// Every active task's key, page by page (recovery and the sweep see all of them, however
+    /// many wait on humans).
+    async fn all_active(&self) -> Result<Vec<TaskKey>, StoreError> {
+        const PAGE: usize = 1000;
+        let mut keys: Vec<TaskKey> = Vec::new();
+        loop {
+            let page = self.store.list_active(keys.last(), PAGE).await?;
+            let done = page.len() < PAGE;
+            keys.extend(page);
+            if done {
+                return Ok(keys);
+            }
+        }
+    }
+
     /// Start-up recovery for a store this process owns alone (the embedded store): every
     /// lease belongs to a process that is gone, so it is released and the task re-enqueued.
     pub async fn recover(&self) -> Result<usize, StoreError> {
-        let keys = self.store.list_active(usize::MAX).await?;
         let mut n = 0;
-        for k in keys {
+        for k in self.all_active().await? {
             let Some(mut task) = self.store.get(&k.tenant, &k.task_id).await? else {
                 continue;
             };
@@ -235,7 +249,7 @@ impl Engine {
         let now = now_ms();
         let stale_ms = stale.as_millis() as u64;
         let mut n = 0;
-        for k in self.store.list_active(10_000).await? {
+        for k in self.all_active().await? {
             let Some(task) = self.store.get(&k.tenant, &k.task_id).await? else {
                 continue;
             };

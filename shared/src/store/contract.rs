@@ -35,6 +35,7 @@ where
     terminal_records_are_never_overwritten(&make().await).await;
     only_one_of_two_racing_writers_wins(&make().await).await;
     active_and_expired_listings_track_status_and_ttl(&make().await).await;
+    active_listing_pages_cover_every_task_once(&make().await).await;
     oversized_records_are_refused_and_change_nothing(&make().await).await;
     delete_removes_and_is_idempotent(&make().await).await;
 }
@@ -113,13 +114,13 @@ async fn active_and_expired_listings_track_status_and_ttl(s: &impl TaskStore) {
     let short = task("b", Some(1));
     s.create(&live).await.unwrap();
     s.create(&short).await.unwrap();
-    let active = s.list_active(100).await.unwrap();
+    let active = s.list_active(None, 100).await.unwrap();
     assert_eq!(active.len(), 2);
     let mut done = s.get("a", &live.task_id).await.unwrap().unwrap();
     done.fail(crate::protocol::ErrorObject::internal("boom"))
         .unwrap();
     s.update(&done).await.unwrap();
-    let active = s.list_active(100).await.unwrap();
+    let active = s.list_active(None, 100).await.unwrap();
     assert_eq!(active.len(), 1);
     assert_eq!(active[0].task_id, short.task_id);
     assert_eq!(active[0].tenant, "b");
@@ -127,6 +128,29 @@ async fn active_and_expired_listings_track_status_and_ttl(s: &impl TaskStore) {
     assert_eq!(expired.len(), 1);
     assert_eq!(expired[0].task_id, short.task_id);
     assert!(s.list_expired(0, 100).await.unwrap().is_empty());
+}
+
+async fn active_listing_pages_cover_every_task_once(s: &impl TaskStore) {
+    let mut want = std::collections::BTreeSet::new();
+    for i in 0..25 {
+        let t = task(&format!("tenant{}", i % 3), None);
+        s.create(&t).await.unwrap();
+        want.insert(t.task_id);
+    }
+    let mut got = std::collections::BTreeSet::new();
+    let mut after = None;
+    loop {
+        let page = s.list_active(after.as_ref(), 7).await.unwrap();
+        assert!(page.len() <= 7);
+        for k in &page {
+            assert!(got.insert(k.task_id.clone()), "listed twice: {k:?}");
+        }
+        match page.last() {
+            Some(last) => after = Some(last.clone()),
+            None => break,
+        }
+    }
+    assert_eq!(got, want);
 }
 
 async fn oversized_records_are_refused_and_change_nothing(s: &impl TaskStore) {
@@ -155,6 +179,6 @@ async fn delete_removes_and_is_idempotent(s: &impl TaskStore) {
     s.delete("a", &t.task_id).await.unwrap();
     s.delete("a", &t.task_id).await.unwrap();
     assert_eq!(s.get("a", &t.task_id).await.unwrap(), None);
-    assert!(s.list_active(10).await.unwrap().is_empty());
+    assert!(s.list_active(None, 10).await.unwrap().is_empty());
     assert!(s.list_expired(u64::MAX, 10).await.unwrap().is_empty());
 }

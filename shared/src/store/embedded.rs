@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{StoreError, TaskKey, TaskStore, decode, encode, key, split_key};
+use super::{StoreError, TaskKey, TaskStore, decode, encode, key, key_of, split_key};
 use crate::task::TaskRecord;
 
 const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
@@ -268,13 +268,29 @@ impl TaskStore for EmbeddedStore {
         self.write(Op::Update(next, bytes)).await
     }
 
-    async fn list_active(&self, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
+    async fn list_active(
+        &self,
+        after: Option<&TaskKey>,
+        limit: usize,
+    ) -> Result<Vec<TaskKey>, StoreError> {
         let txn = self.inner.db.begin_read().map_err(backend)?;
         let table = txn.open_table(ACTIVE).map_err(backend)?;
+        let after = after.map(key_of);
+        let range = match &after {
+            Some(a) => table.range::<&str>(a.as_str()..),
+            None => table.range::<&str>(..),
+        }
+        .map_err(backend)?;
         let mut out = Vec::new();
-        for entry in table.iter().map_err(backend)?.take(limit) {
+        for entry in range {
             let (k, _) = entry.map_err(backend)?;
+            if after.as_deref() == Some(k.value()) {
+                continue;
+            }
             out.extend(split_key(k.value()));
+            if out.len() >= limit {
+                break;
+            }
         }
         Ok(out)
     }
@@ -340,13 +356,13 @@ mod tests {
         let store = EmbeddedStore::open(&path).unwrap();
         let got = store.get("t", &task.task_id).await.unwrap().unwrap();
         assert_eq!(got, task);
-        assert_eq!(store.list_active(10).await.unwrap().len(), 1);
+        assert_eq!(store.list_active(None, 10).await.unwrap().len(), 1);
         let mut done = got.clone();
         done.complete(json!({"content": []})).unwrap();
         store.update(&done).await.unwrap();
         let got = store.get("t", &task.task_id).await.unwrap().unwrap();
         assert_eq!(got.status, TaskStatus::Completed);
-        assert!(store.list_active(10).await.unwrap().is_empty());
+        assert!(store.list_active(None, 10).await.unwrap().is_empty());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -372,7 +388,7 @@ mod tests {
         }
         drop(store);
         let store = EmbeddedStore::open(&path).unwrap();
-        assert!(store.list_active(1000).await.unwrap().is_empty());
+        assert!(store.list_active(None, 1000).await.unwrap().is_empty());
         for t in &tasks {
             let got = store.get("t", &t.task_id).await.unwrap().unwrap();
             assert_eq!(got.status, TaskStatus::Completed);

@@ -1,17 +1,17 @@
 //! In-memory task store: a real adapter (it passes the contract), kept for unit tests.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::{StoreError, TaskKey, TaskStore, encode, key, split_key};
+use super::{StoreError, TaskKey, TaskStore, encode, key, key_of, split_key};
 use crate::task::TaskRecord;
 
 /// Records in a map behind a mutex; the lock is never held across an await.
 #[derive(Default)]
 pub struct MemoryStore {
-    items: Mutex<HashMap<String, TaskRecord>>,
+    items: Mutex<BTreeMap<String, TaskRecord>>,
 }
 
 impl MemoryStore {
@@ -20,7 +20,7 @@ impl MemoryStore {
         Self::default()
     }
 
-    fn items(&self) -> std::sync::MutexGuard<'_, HashMap<String, TaskRecord>> {
+    fn items(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, TaskRecord>> {
         // A panic while holding this lock cannot leave a half-written record (inserts are
         // single operations), so a poisoned lock is still safe to use.
         self.items.lock().unwrap_or_else(|p| p.into_inner())
@@ -60,10 +60,19 @@ impl TaskStore for MemoryStore {
         }
     }
 
-    async fn list_active(&self, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
+    async fn list_active(
+        &self,
+        after: Option<&TaskKey>,
+        limit: usize,
+    ) -> Result<Vec<TaskKey>, StoreError> {
+        use std::ops::Bound;
+        let start = match after {
+            Some(k) => Bound::Excluded(key_of(k)),
+            None => Bound::Unbounded,
+        };
         Ok(self
             .items()
-            .iter()
+            .range((start, Bound::Unbounded))
             .filter(|(_, t)| !t.status.is_terminal())
             .filter_map(|(k, _)| split_key(k))
             .take(limit)

@@ -63,8 +63,8 @@ pub fn record_len(task: &TaskRecord) -> usize {
 ///   when absent; it does not check expiry (the engine does);
 /// - `update` writes `task` only if the stored record has `task.version` and is not terminal,
 ///   stores it with `version + 1` and returns that new version; otherwise `Conflict`;
-/// - `list_active` returns the keys of non-terminal tasks (recovery and the orphan sweep),
-///   never to a client;
+/// - `list_active` returns keys of non-terminal tasks in key order, starting after `after`
+///   (pages for recovery and the orphan sweep; never shown to a client);
 /// - `delete` removes a record (purge of expired tasks); absent is not an error.
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
@@ -74,8 +74,12 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError>;
     /// Conditionally replaces a task; returns the new version.
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError>;
-    /// Keys of all non-terminal tasks, at most `limit`.
-    async fn list_active(&self, limit: usize) -> Result<Vec<TaskKey>, StoreError>;
+    /// Keys of non-terminal tasks after `after` (in key order), at most `limit`.
+    async fn list_active(
+        &self,
+        after: Option<&TaskKey>,
+        limit: usize,
+    ) -> Result<Vec<TaskKey>, StoreError>;
     /// Keys of all tasks whose expiry is at or before `now_ms`, at most `limit`.
     async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError>;
     /// Removes a task.
@@ -100,6 +104,11 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<TaskRecord, StoreError> {
 /// only find the caller's own tasks.
 pub(crate) fn key(tenant: &str, task_id: &str) -> String {
     format!("{tenant}\u{1f}{task_id}")
+}
+
+/// The composite key of a [`TaskKey`].
+pub(crate) fn key_of(k: &TaskKey) -> String {
+    key(&k.tenant, &k.task_id)
 }
 
 /// Inverse of [`key`].
