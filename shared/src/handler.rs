@@ -563,8 +563,13 @@ impl McpService {
         };
         let first = match first {
             Ok(Some(p)) => p,
+            // The run ended (dropping its progress sender) before its outcome arrived.
+            Ok(None) => match final_rx.await {
+                Ok(outcome) => return self.respond(&req.id, outcome),
+                Err(_) => return Reply::error(Some(&req.id), &McpError::internal()),
+            },
             Err(Ok(outcome)) => return self.respond(&req.id, outcome),
-            Ok(None) | Err(Err(_)) => return Reply::error(Some(&req.id), &McpError::internal()),
+            Err(Err(_)) => return Reply::error(Some(&req.id), &McpError::internal()),
         };
         let (out_tx, out_rx) = mpsc::channel::<Value>(64);
         let id = req.id.clone();
