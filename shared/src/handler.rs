@@ -13,6 +13,7 @@ use http::{HeaderMap, Method};
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::auth::{AuthFailure, Authenticator, challenge};
 use crate::clock::now_ms;
 use crate::engine::Engine;
 use crate::jobs::{JobContext, JobError, ProgressSink, Step};
@@ -50,6 +51,9 @@ pub struct ServiceConfig {
     pub tenant: String,
     /// `server/discover` and `tools/list` freshness hint.
     pub list_ttl_ms: u64,
+    /// Serve `tasks/*` only (the tasks Lambda function, which gateway routing rules reach by
+    /// `Mcp-Method`): every other method is `-32601`, as if it did not exist here.
+    pub tasks_only: bool,
 }
 
 impl Default for ServiceConfig {
@@ -63,6 +67,7 @@ impl Default for ServiceConfig {
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
             tenant: "local".into(),
             list_ttl_ms: 300_000,
+            tasks_only: false,
         }
     }
 }
@@ -141,6 +146,7 @@ pub struct McpService {
     meta: Value,
     discover: Map<String, Value>,
     tools_list: Map<String, Value>,
+    auth: Option<Authenticator>,
 }
 
 /// Sets `resultType` (unless present) and adds the server's `_meta` keys to the result's
@@ -197,7 +203,15 @@ impl McpService {
             meta,
             discover,
             tools_list,
+            auth: None,
         }
+    }
+
+    /// Requires a valid bearer token on every request; the tenant becomes the token's tenant
+    /// claim. Without this, every request is the configured local tenant.
+    pub fn with_auth(mut self, auth: Authenticator) -> Self {
+        self.auth = Some(auth);
+        self
     }
 
     /// The configuration.
@@ -207,6 +221,9 @@ impl McpService {
 
     /// Serves one HTTP request.
     pub async fn handle(self: &Arc<Self>, req: HttpRequest) -> Reply {
+        if let Some(reply) = self.resource_metadata(&req) {
+            return reply;
+        }
         if req.path != self.config.endpoint_path {
             return Reply::error(
                 None,
@@ -225,6 +242,10 @@ impl McpService {
             r.headers.push(("allow", "POST".into()));
             return r;
         }
+        let tenant = match self.tenant(&req.headers).await {
+            Ok(t) => t,
+            Err(reply) => return reply,
+        };
         let content_type = req
             .headers
             .get(http::header::CONTENT_TYPE)
@@ -253,13 +274,59 @@ impl McpService {
             Err((id, e)) => return Reply::error(id.as_ref(), &e),
         };
         let sse_ok = accepts_sse(&req.headers);
-        match self.dispatch(&request, &req.headers, sse_ok).await {
+        match self.dispatch(&request, &req.headers, &tenant, sse_ok).await {
             Ok(reply) => reply,
             Err(e) => {
                 if e.error.code == crate::protocol::INTERNAL_ERROR {
                     tracing::warn!(method = %request.method, "request failed with an internal error");
                 }
                 Reply::error(Some(&request.id), &e)
+            }
+        }
+    }
+
+    /// Serves Protected Resource Metadata (RFC 9728) at
+    /// `/.well-known/oauth-protected-resource` and its path-suffixed form, when auth is on.
+    fn resource_metadata(&self, req: &HttpRequest) -> Option<Reply> {
+        const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
+        let auth = self.auth.as_ref()?;
+        let suffix = req.path.strip_prefix(WELL_KNOWN)?;
+        if !(suffix.is_empty() || suffix == self.config.endpoint_path) {
+            return None;
+        }
+        if req.method != Method::GET {
+            let mut r = Reply::empty(405);
+            r.headers.push(("allow", "GET".into()));
+            return Some(r);
+        }
+        Some(Reply::json(
+            200,
+            crate::auth::resource_metadata(auth.settings()),
+        ))
+    }
+
+    /// The caller's tenant: the local tenant without auth, else the verified token's claim.
+    /// A refusal is `401` (or `403` for a missing scope) with a `WWW-Authenticate` challenge.
+    async fn tenant(&self, headers: &HeaderMap) -> Result<String, Reply> {
+        let Some(auth) = &self.auth else {
+            return Ok(self.config.tenant.clone());
+        };
+        let header = headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        match auth.authenticate(header).await {
+            Ok(p) => Ok(p.tenant),
+            Err(failure) => {
+                // The reason is logged; the token never is.
+                tracing::info!(reason = %failure, "request refused by auth");
+                let status = match failure {
+                    AuthFailure::InsufficientScope => 403,
+                    _ => 401,
+                };
+                let mut r = Reply::empty(status);
+                r.headers
+                    .push(("www-authenticate", challenge(auth.settings(), &failure)));
+                Err(r)
             }
         }
     }
@@ -298,6 +365,7 @@ impl McpService {
         self: &Arc<Self>,
         req: &Request,
         headers: &HeaderMap,
+        tenant: &str,
         sse_ok: bool,
     ) -> Result<Reply, McpError> {
         let method = req.method.as_str();
@@ -309,7 +377,8 @@ impl McpService {
                 | "tasks/get"
                 | "tasks/update"
                 | "tasks/cancel"
-        ) {
+        ) || (self.config.tasks_only && !method.starts_with("tasks/"))
+        {
             return Err(McpError::method_not_found(method));
         }
         // Transport headers first: Mcp-Method needs nothing from the body but its method.
@@ -326,7 +395,7 @@ impl McpService {
         if !SUPPORTED_VERSIONS.contains(&meta.protocol_version.as_str()) {
             return Err(McpError::unsupported_version(&meta.protocol_version));
         }
-        let tenant = self.config.tenant.clone();
+        let tenant = tenant.to_owned();
         let ok = |m: Map<String, Value>| Ok(Reply::json(200, success(&req.id, m)));
         match method {
             "server/discover" => ok(self.discover.clone()),

@@ -4,6 +4,7 @@
 //! Map of the crate, from the wire inwards:
 //! - [`http`] — the one HTTP edge (an axum router), used locally and on Lambda alike;
 //! - [`handler`] — the HTTP-agnostic endpoint: validation, dispatch, errors → bytes (once);
+//! - [`auth`] — the OAuth 2.1 resource server (bearer JWTs, tenant from a claim);
 //! - [`protocol`] — JSON-RPC envelope, `_meta`, header rules, error codes, sealed `requestState`;
 //! - [`engine`] — creating tasks and serving `tasks/get|update|cancel` over the ports;
 //! - [`worker`] — running jobs under a lease, with checkpoints, cancellation and hand-over;
@@ -11,12 +12,17 @@
 //! - [`tools`] — the tool registry, built-in tools and conformance fixtures;
 //! - [`task`] — the task record and its status machine;
 //! - [`store`], [`queue`] — the ports, with local adapters (memory, embedded redb, in-process);
-//! - [`local`] — the all-in-one embedded server behind `mcp-tasks serve`.
+//! - [`local`] — the all-in-one embedded server behind `mcp-tasks serve`;
+//! - `aws` (feature `aws`) — the DynamoDB task store and SQS work queue adapters, and (feature
+//!   `lambda`) the Lambda wiring the function crates run.
 //!
 //! Domain modules never touch a cloud SDK; cloud adapters live in their own modules.
 
 #![warn(missing_docs)]
 
+pub mod auth;
+#[cfg(feature = "aws")]
+pub mod aws;
 pub mod clock;
 pub mod engine;
 pub mod handler;

@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
+use crate::auth::{AuthSettings, Authenticator};
 use crate::engine::{Engine, TaskSettings};
 use crate::handler::{McpService, ServiceConfig};
 use crate::protocol::state::StateSealer;
@@ -51,6 +52,8 @@ pub struct LocalOptions {
     pub max_concurrent_jobs: usize,
     /// How often the sweep runs.
     pub sweep_every: Duration,
+    /// Bearer-token auth; `None` serves every request as the local tenant (loopback only).
+    pub auth: Option<AuthSettings>,
 }
 
 impl LocalOptions {
@@ -65,6 +68,7 @@ impl LocalOptions {
             worker: WorkerSettings::default(),
             max_concurrent_jobs: 10_000,
             sweep_every: Duration::from_secs(15),
+            auth: None,
         }
     }
 }
@@ -192,12 +196,16 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
     }
     tokio::spawn(run_sweep(engine.clone(), opts.sweep_every, stop.clone()));
 
-    let service = Arc::new(McpService::new(
+    let mut service = McpService::new(
         opts.service.clone(),
         engine,
         registry,
         StateSealer::new(key),
-    ));
+    );
+    if let Some(auth) = opts.auth.clone() {
+        service = service.with_auth(Authenticator::new(auth));
+    }
+    let service = Arc::new(service);
     let listener = TcpListener::bind(opts.listen)
         .await
         .map_err(|source| StartError::Listen {

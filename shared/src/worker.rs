@@ -159,6 +159,51 @@ impl Worker {
         self.run(tool, task, &owner, deadline).await
     }
 
+    /// Gives up on the task named by `msg` after the last allowed delivery of its message
+    /// failed (an SQS consumer calls this instead of letting the message die quietly in the
+    /// dead-letter queue), so no client polls it forever: a `working` task that no live run
+    /// holds becomes `failed` (or `cancelled`, when that was asked). A task waiting for input
+    /// needs no worker and a task under a live lease belongs to that run (and to the sweep,
+    /// should it die), so both are left alone. Returns whether this call ended the task.
+    pub async fn abandon(&self, msg: &WorkMessage) -> Result<bool, WorkerError> {
+        loop {
+            let Some(mut task) = self.store.get(&msg.tenant, &msg.task_id).await? else {
+                return Ok(false);
+            };
+            let now = now_ms();
+            if task.status != TaskStatus::Working
+                || task.is_expired(now)
+                || task.lease.as_ref().is_some_and(|l| l.expires_at_ms > now)
+            {
+                return Ok(false);
+            }
+            let ended = if task.cancel_requested {
+                task.cancel().is_ok()
+            } else {
+                let err =
+                    internal("The job could not be run and was stopped after repeated attempts");
+                task.fail(err).is_ok()
+            };
+            if !ended {
+                return Ok(false);
+            }
+            match self.store.update(&task).await {
+                Ok(_) => {
+                    tracing::warn!(task_id = %task.task_id, status = task.status.as_str(), "task.abandoned after its last delivery");
+                    return Ok(true);
+                }
+                Err(StoreError::Conflict) => continue,
+                Err(StoreError::TooLarge(_)) => {
+                    let out = self
+                        .fail_compact(&mut task, "The job could not be run")
+                        .await?;
+                    return Ok(matches!(out, Outcome::Finished(_)));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
     /// Reads the task and takes the lease; `Err(outcome)` when there is nothing to run.
     async fn acquire(
         &self,
@@ -888,6 +933,44 @@ mod tests {
         let t = status(&r, &msg).await;
         assert_eq!(t.error.unwrap().code, crate::protocol::INTERNAL_ERROR);
         assert!(t.lease.is_none());
+    }
+
+    #[tokio::test]
+    async fn abandon_fails_only_working_tasks_that_no_live_run_holds() {
+        let mut r = rig(fast());
+        // Unheld and working: failed, once.
+        let msg = create(&mut r, json!({"n": 1})).await;
+        assert!(r.worker.abandon(&msg).await.unwrap());
+        let t = status(&r, &msg).await;
+        assert_eq!(t.status, TaskStatus::Failed);
+        assert_eq!(t.error.unwrap().code, crate::protocol::INTERNAL_ERROR);
+        assert!(!r.worker.abandon(&msg).await.unwrap(), "terminal stays put");
+
+        // Held by a live run: left to that run.
+        let msg = create(&mut r, json!({"n": 1})).await;
+        let mut t = status(&r, &msg).await;
+        t.lease = Some(Lease {
+            owner: "alive".into(),
+            expires_at_ms: now_ms() + 60_000,
+        });
+        r.store.update(&t).await.unwrap();
+        assert!(!r.worker.abandon(&msg).await.unwrap());
+        assert_eq!(status(&r, &msg).await.status, TaskStatus::Working);
+
+        // A requested cancel wins over the failure.
+        let msg = create(&mut r, json!({"n": 1})).await;
+        let mut t = status(&r, &msg).await;
+        t.cancel_requested = true;
+        r.store.update(&t).await.unwrap();
+        assert!(r.worker.abandon(&msg).await.unwrap());
+        assert_eq!(status(&r, &msg).await.status, TaskStatus::Cancelled);
+
+        // Gone: nothing to do.
+        let ghost = WorkMessage {
+            task_id: "tsk_ghost".into(),
+            ..msg
+        };
+        assert!(!r.worker.abandon(&ghost).await.unwrap());
     }
 
     #[tokio::test]

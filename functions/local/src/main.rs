@@ -4,6 +4,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use std::time::Duration;
+
+use mcp_tasks_core::auth::{AuthSettings, JwksSource};
 use mcp_tasks_core::local::{self, LocalOptions, ToolSet};
 
 #[derive(Parser)]
@@ -30,7 +33,76 @@ enum Command {
         /// Serve the official conformance suite's fixture tools instead of the built-in ones.
         #[arg(long, value_enum)]
         fixtures: Option<Fixtures>,
+        #[command(flatten)]
+        auth: AuthArgs,
     },
+}
+
+/// Bearer-token authentication (an OAuth 2.1 resource server).
+#[derive(clap::Args)]
+struct AuthArgs {
+    /// `none` (loopback only: every request is the local tenant) or `jwt`.
+    #[arg(long, value_enum, default_value = "none")]
+    auth: AuthMode,
+    /// Expected token issuer (`iss`); also the authorization server named in the metadata.
+    #[arg(long)]
+    issuer: Option<String>,
+    /// Expected audience: this server's resource URI [default: http://LISTEN/mcp].
+    #[arg(long)]
+    audience: Option<String>,
+    /// Where the issuer publishes its signing keys.
+    #[arg(long, conflicts_with = "jwks_file")]
+    jwks_url: Option<String>,
+    /// A JWKS document on disk instead of --jwks-url.
+    #[arg(long)]
+    jwks_file: Option<PathBuf>,
+    /// The token claim that names the tenant.
+    #[arg(long, default_value = "sub")]
+    tenant_claim: String,
+    /// A scope every token must carry (repeatable).
+    #[arg(long = "required-scope")]
+    required_scopes: Vec<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum AuthMode {
+    None,
+    Jwt,
+}
+
+impl AuthArgs {
+    fn settings(self, listen: SocketAddr) -> anyhow::Result<Option<AuthSettings>> {
+        if self.auth == AuthMode::None {
+            if !listen.ip().is_loopback() {
+                anyhow::bail!(
+                    "refusing --auth none on {listen}: without authentication the server binds to loopback only"
+                );
+            }
+            return Ok(None);
+        }
+        let issuer = self
+            .issuer
+            .ok_or_else(|| anyhow::anyhow!("--auth jwt needs --issuer"))?;
+        let jwks = match (self.jwks_url, self.jwks_file) {
+            (Some(u), None) => JwksSource::Url(u),
+            (None, Some(f)) => JwksSource::File(f),
+            _ => anyhow::bail!("--auth jwt needs --jwks-url or --jwks-file"),
+        };
+        Ok(Some(AuthSettings {
+            issuer,
+            audience: match self.audience {
+                Some(a) => a,
+                None if listen.port() == 0 => {
+                    anyhow::bail!("--auth jwt on port 0 needs --audience (the resource URI)")
+                }
+                None => format!("http://{listen}/mcp"),
+            },
+            jwks,
+            tenant_claim: self.tenant_claim,
+            required_scopes: self.required_scopes,
+            leeway: Duration::from_secs(60),
+        }))
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -50,13 +122,15 @@ async fn main() -> anyhow::Result<()> {
         listen,
         data_dir,
         fixtures,
+        auth,
     } = Cli::parse().command;
-    if !listen.ip().is_loopback() {
-        anyhow::bail!(
-            "refusing to listen on {listen}: without authentication the server binds to loopback only"
-        );
-    }
     let mut opts = LocalOptions::new(listen, data_dir);
+    opts.auth = auth.settings(listen)?;
+    if !listen.ip().is_loopback() {
+        // Off loopback, clients name the host they reached (a gateway or a public name);
+        // tokens, not Host checks, protect the endpoint there.
+        opts.service.allowed_hosts.clear();
+    }
     if fixtures.is_some() {
         opts.tools = ToolSet::Conformance;
     }

@@ -139,9 +139,13 @@ async fn active_listing_pages_cover_every_task_once(s: &impl TaskStore) {
     }
     let mut got = std::collections::BTreeSet::new();
     let mut after = None;
+    let mut ended = false;
     loop {
         let page = s.list_active(after.as_ref(), 7).await.unwrap();
         assert!(page.len() <= 7);
+        // Callers stop at the first short page (the engine's `all_active` does).
+        assert!(!ended || page.is_empty(), "a short page was not the last");
+        ended = page.len() < 7;
         for k in &page {
             assert!(got.insert(k.task_id.clone()), "listed twice: {k:?}");
         }
@@ -151,6 +155,25 @@ async fn active_listing_pages_cover_every_task_once(s: &impl TaskStore) {
         }
     }
     assert_eq!(got, want);
+
+    // `after` may have left the listing since it was returned (finished, deleted).
+    let first = s.list_active(None, 10).await.unwrap();
+    let mut done = s
+        .get(&first[4].tenant, &first[4].task_id)
+        .await
+        .unwrap()
+        .unwrap();
+    done.cancel().unwrap();
+    s.update(&done).await.unwrap();
+    s.delete(&first[5].tenant, &first[5].task_id).await.unwrap();
+    assert_eq!(
+        s.list_active(Some(&first[4]), 3).await.unwrap(),
+        first[6..9].to_vec()
+    );
+    assert_eq!(
+        s.list_active(Some(&first[5]), 3).await.unwrap(),
+        first[6..9].to_vec()
+    );
 }
 
 async fn oversized_records_are_refused_and_change_nothing(s: &impl TaskStore) {

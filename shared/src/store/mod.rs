@@ -7,7 +7,8 @@
 //! un-finish a task.
 //!
 //! Adapters: [`memory::MemoryStore`] (tests), [`embedded::EmbeddedStore`] (the durable default
-//! of `mcp-tasks serve`, on redb). Every adapter passes [`contract`].
+//! of `mcp-tasks serve`, on redb) and, with feature `aws`, `aws::dynamo::DynamoStore`. Every
+//! adapter passes [`contract`].
 
 use async_trait::async_trait;
 
@@ -63,8 +64,14 @@ pub fn record_len(task: &TaskRecord) -> usize {
 ///   when absent; it does not check expiry (the engine does);
 /// - `update` writes `task` only if the stored record has `task.version` and is not terminal,
 ///   stores it with `version + 1` and returns that new version; otherwise `Conflict`;
-/// - `list_active` returns keys of non-terminal tasks in key order, starting after `after`
-///   (pages for recovery and the orphan sweep; never shown to a client);
+/// - `list_active` returns keys of non-terminal tasks in the adapter's listing order — a fixed
+///   total order over keys: key order for the local adapters, (index shard, key) for DynamoDB —
+///   starting after `after`, which need not be listed any more (finished or deleted since);
+///   every page is full until the last, so fewer than `limit` keys means the end (pages for
+///   recovery and the orphan sweep; never shown to a client);
+/// - the listings (`list_active`, `list_expired`) may lag the latest writes where the backend
+///   indexes them eventually consistently (DynamoDB's global secondary indexes): callers
+///   re-read each key with `get` before acting on it;
 /// - `delete` removes a record (purge of expired tasks); absent is not an error.
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
@@ -74,7 +81,7 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError>;
     /// Conditionally replaces a task; returns the new version.
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError>;
-    /// Keys of non-terminal tasks after `after` (in key order), at most `limit`.
+    /// Keys of non-terminal tasks after `after` (in listing order), at most `limit`.
     async fn list_active(
         &self,
         after: Option<&TaskKey>,

@@ -1,0 +1,71 @@
+//! Lambda `mcp`: the MCP endpoint behind API Gateway — everything the local endpoint serves,
+//! `tasks/*` included, through the same router.
+
+use lambda_http::{Error, run, tracing};
+use mcp_tasks_core::aws::lambda::{Config, Ports, Role, http_router};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tracing::init_default_subscriber();
+    let config = Config::from_env(Role::Mcp)?;
+    let ports = Ports::connect(&config).await;
+    run(http_router(&config, &ports)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+    use tower::ServiceExt as _;
+
+    fn config() -> Config {
+        Config::from_lookup(Role::Mcp, |k| match k {
+            "TABLE_NAME" => Some("tasks".into()),
+            "QUEUE_URL" => Some("http://127.0.0.1:1/000000000000/work".into()),
+            "STATE_KEY" => Some("a-test-key-of-at-least-32-characters".into()),
+            "AUTH_MODE" => Some("none".into()),
+            _ => None,
+        })
+        .unwrap()
+    }
+
+    /// Feeds an API Gateway event file through the router, as the runtime would.
+    async fn invoke(event: &str) -> (u16, Value) {
+        let (ports, _rx) = Ports::in_memory();
+        let request = lambda_http::request::from_str(event).expect("an API Gateway event");
+        let response = http_router(&config(), &ports)
+            .oneshot(request)
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, serde_json::from_slice(&body).unwrap())
+    }
+
+    #[tokio::test]
+    async fn the_sample_tools_list_events_list_the_builtin_tools() {
+        // The REST API event the template delivers, and the same request as an HTTP API event.
+        for event in [
+            include_str!("../../../events/mcp-tools-list.json"),
+            include_str!("../../../events/mcp-tools-list-http-api.json"),
+        ] {
+            let (status, body) = invoke(event).await;
+            assert_eq!(status, 200, "{body}");
+            let names: Vec<&str> = body["result"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t["name"].as_str())
+                .collect();
+            assert!(names.contains(&"wait"), "{names:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_mcp_function_serves_tasks_methods_too() {
+        let (_, body) = invoke(include_str!("../../../events/tasks-get.json")).await;
+        assert_eq!(body["error"]["code"], -32602, "an unknown task: {body}");
+    }
+}

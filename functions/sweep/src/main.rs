@@ -1,0 +1,49 @@
+//! Lambda `sweep`: on a schedule, re-enqueues orphaned tasks and purges expired ones.
+
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use lambda_runtime::{Error, LambdaEvent, run, service_fn, tracing};
+use mcp_tasks_core::aws::lambda::{Config, Ports, Role, SweepReport, Sweeper};
+
+async fn handler(
+    sweeper: &Sweeper,
+    _event: LambdaEvent<EventBridgeEvent>,
+) -> Result<SweepReport, Error> {
+    Ok(sweeper.run().await?)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tracing::init_default_subscriber();
+    let config = Config::from_env(Role::Sweep)?;
+    let sweeper = &Sweeper::new(&config, &Ports::connect(&config).await);
+    run(service_fn(move |event| handler(sweeper, event))).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lambda_runtime::Context;
+
+    #[tokio::test]
+    async fn the_sample_schedule_event_runs_a_sweep() {
+        let config = Config::from_lookup(Role::Sweep, |k| match k {
+            "TABLE_NAME" => Some("tasks".into()),
+            "QUEUE_URL" => Some("http://127.0.0.1:1/000000000000/work".into()),
+            _ => None,
+        })
+        .unwrap();
+        let sweeper = Sweeper::new(&config, &Ports::in_memory().0);
+        let event =
+            serde_json::from_str(include_str!("../../../events/scheduled-sweep.json")).unwrap();
+        let report = handler(&sweeper, LambdaEvent::new(event, Context::default()))
+            .await
+            .unwrap();
+        assert_eq!(
+            report,
+            SweepReport {
+                requeued: 0,
+                purged: 0
+            }
+        );
+    }
+}

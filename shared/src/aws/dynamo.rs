@@ -1,0 +1,749 @@
+//! The DynamoDB [`TaskStore`]: one item per task, every write conditional.
+//!
+//! # The item
+//!
+//! The record's own fields are mapped by `serde_dynamo` (native attributes, readable in the
+//! console, `status` and `version` usable in conditions). Next to them the adapter writes only
+//! its key, index and TTL attributes ([`ATTR_PK`] and friends):
+//!
+//! | attribute    | type | present                | what for                                    |
+//! |--------------|------|------------------------|---------------------------------------------|
+//! | `pk`         | S    | always                 | table key: `{tenant}#{taskId}`              |
+//! | `shard`      | N    | always                 | partition key of both indexes (0..[`SHARDS`]) |
+//! | `active_pk`  | S    | while non-terminal     | sort key of the sparse `active` index       |
+//! | `expires_ms` | N    | when the task has a TTL| sort key of the sparse `expiry` index       |
+//! | `ttl`        | N    | when the task has a TTL| DynamoDB TTL, epoch **seconds** (rounded up)|
+//!
+//! The tenant is part of the key, so a lookup with another tenant addresses another item: a
+//! foreign task reads exactly like a missing one, and a foreign update or delete touches
+//! nothing. `#` and `%` in the tenant are percent-escaped so that `("a#b", "c")` and
+//! `("a", "b#c")` can never share a key (task ids may contain `#`). While a task is active its
+//! key is also an index sort key, so the escaped tenant and the task id together must stay
+//! within 1024 bytes (generated task ids are 46).
+//!
+//! # The indexes (no scans)
+//!
+//! `active` (`shard`, `active_pk`) and `expiry` (`shard`, `expires_ms`), both KEYS_ONLY and
+//! sparse: `active_pk` exists only while a task is non-terminal, `expires_ms` only when it
+//! has a TTL. A single index partition takes about 1000 writes a second, so the index
+//! partition key is a fixed shard (a stable hash of `pk`) rather than a constant.
+//! [`list_active`](TaskStore::list_active) therefore pages in **(shard, key)** order — a fixed
+//! total order, which is all the port promises — and fills a page across shards, so a short
+//! page still means the end. Index reads are eventually consistent (DynamoDB offers nothing
+//! else on a GSI): a listing may lag a write briefly, which the sweeps tolerate because they
+//! re-read every key with a consistent [`get`](TaskStore::get) before acting.
+//!
+//! # Costs per call
+//!
+//! - `create`: one conditional `PutItem` (`attribute_not_exists(pk)`), plus one index write
+//!   to `active` and, with a TTL, one to `expiry`.
+//! - `get`: one strongly consistent `GetItem`.
+//! - `update`: one conditional `PutItem` (`version = :read AND status not terminal`); index
+//!   writes only when `active_pk`/`expires_ms` appear or vanish (a terminal transition
+//!   removes the `active` entry). A lost condition still costs the write units.
+//! - `list_active`: one `Query` per shard visited (at least one, at most [`SHARDS`] plus
+//!   continuation pages), keys only.
+//! - `list_expired`: up to [`SHARDS`] `Query`s, stopping once `limit` keys are found.
+//! - `delete`: one unconditional `DeleteItem` (plus the index deletes).
+//!
+//! Units follow the item size: a put costs one write unit per started KB of the larger of the
+//! old and new item (the whole record is rewritten on every change, as an `UpdateItem` would
+//! be charged anyway), a consistent get one read unit per started 4 KB. Index entries are keys
+//! only, about 100 bytes: one unit each.
+//!
+//! # Size and shape
+//!
+//! [`store::encode`](crate::store) first refuses records over
+//! [`MAX_RECORD_BYTES`](crate::store::MAX_RECORD_BYTES) of JSON with `TooLarge`, exactly as the
+//! local adapters do. A record within that bound always fits an item: when its native mapping
+//! would not be accepted — over DynamoDB's 400 KB item size (a list element costs DynamoDB
+//! more bytes than JSON, e.g. long arrays of small numbers), deeper than DynamoDB's 32 levels,
+//! or holding numbers outside DynamoDB's range — the record's structured top-level fields are
+//! stored as JSON text in binary attributes instead (see `to_item`), and read back exactly.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, IndexStatus,
+    KeySchemaElement, KeyType, Projection, ProjectionType, ScalarAttributeType, TableStatus,
+    TimeToLiveSpecification, TimeToLiveStatus,
+};
+use serde_dynamo::aws_sdk_dynamodb_1 as sd;
+use serde_json::{Map, Value};
+
+use crate::store::{StoreError, TaskKey, TaskStore, encode};
+use crate::task::TaskRecord;
+
+/// Table key: `{tenant}#{taskId}` (tenant escaped).
+pub const ATTR_PK: &str = "pk";
+/// Index partition key, `0..SHARDS`.
+pub const ATTR_SHARD: &str = "shard";
+/// Sort key of the `active` index; present only while the task is non-terminal.
+pub const ATTR_ACTIVE: &str = "active_pk";
+/// Sort key of the `expiry` index: epoch milliseconds of expiry; present only with a TTL.
+pub const ATTR_EXPIRES_MS: &str = "expires_ms";
+/// DynamoDB's TTL attribute: epoch seconds of expiry, rounded up; present only with a TTL.
+pub const ATTR_TTL: &str = "ttl";
+/// The sparse index of non-terminal tasks.
+pub const INDEX_ACTIVE: &str = "active";
+/// The sparse index of tasks with an expiry.
+pub const INDEX_EXPIRY: &str = "expiry";
+/// Number of index shards. Stored in every item: changing it needs a migration.
+pub const SHARDS: u32 = 16;
+
+/// DynamoDB's item size limit.
+const MAX_ITEM_BYTES: usize = 400 * 1024;
+/// DynamoDB's nesting limit for maps and lists.
+const MAX_DEPTH: usize = 32;
+/// DynamoDB's limit for a sort key value (an index's `active_pk`).
+const MAX_SORT_KEY_BYTES: usize = 1024;
+
+const RESERVED: [&str; 5] = [ATTR_PK, ATTR_SHARD, ATTR_ACTIVE, ATTR_EXPIRES_MS, ATTR_TTL];
+const TERMINAL: [&str; 3] = ["completed", "failed", "cancelled"];
+
+/// Task records in one DynamoDB table (create it with [`create_table`]).
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+}
+
+impl DynamoStore {
+    /// A store over an existing table. Build the client once, at cold start.
+    pub fn new(client: Client, table_name: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table_name.into(),
+        }
+    }
+
+    /// The table this store writes.
+    pub fn table_name(&self) -> &str {
+        &self.table
+    }
+
+    /// One `PutItem` of `task` under `condition`.
+    async fn put(
+        &self,
+        op: &'static str,
+        task: &TaskRecord,
+        condition: &str,
+        names: &[(&str, &str)],
+        values: Vec<(&str, AttributeValue)>,
+    ) -> Result<(), StoreError> {
+        encode(task)?;
+        let item = to_item(task)?;
+        let mut req = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression(condition);
+        for (k, v) in names {
+            req = req.expression_attribute_names(*k, *v);
+        }
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        match req.send().await {
+            Ok(_) => Ok(()),
+            Err(e) if is_condition_failed(&e) => Err(StoreError::Conflict),
+            Err(e) => Err(backend(op, &self.table, e)),
+        }
+    }
+
+    /// Queries one shard of an index, following continuation pages, until `out` holds `limit`
+    /// keys. `sort` narrows the index's sort key (`(">", after)`, `("<=", now)`).
+    async fn query_shard(
+        &self,
+        index: &'static str,
+        shard: u32,
+        sort: Option<(&'static str, AttributeValue)>,
+        limit: usize,
+        out: &mut Vec<TaskKey>,
+    ) -> Result<(), StoreError> {
+        let sort_attr = if index == INDEX_ACTIVE {
+            ATTR_ACTIVE
+        } else {
+            ATTR_EXPIRES_MS
+        };
+        let condition = match &sort {
+            Some((op, _)) => format!("#shard = :shard AND #sort {op} :sort"),
+            None => "#shard = :shard".to_owned(),
+        };
+        let mut start = None;
+        loop {
+            let want = limit.saturating_sub(out.len());
+            if want == 0 {
+                return Ok(());
+            }
+            let mut req = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(index)
+                .key_condition_expression(&condition)
+                .expression_attribute_names("#shard", ATTR_SHARD)
+                .expression_attribute_values(":shard", AttributeValue::N(shard.to_string()))
+                .limit(i32::try_from(want).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start);
+            if let Some((_, value)) = &sort {
+                req = req
+                    .expression_attribute_names("#sort", sort_attr)
+                    .expression_attribute_values(":sort", value.clone());
+            }
+            let page = req
+                .send()
+                .await
+                .map_err(|e| backend("query", &self.table, e))?;
+            for item in page.items() {
+                match item.get(ATTR_PK).and_then(|v| v.as_s().ok()) {
+                    Some(pk) => out.extend(split_pk(pk)),
+                    None => {
+                        tracing::warn!(table = %self.table, index, "dynamodb.index_entry_without_key")
+                    }
+                }
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(()),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl TaskStore for DynamoStore {
+    async fn create(&self, task: &TaskRecord) -> Result<(), StoreError> {
+        self.put(
+            "create",
+            task,
+            "attribute_not_exists(#pk)",
+            &[("#pk", ATTR_PK)],
+            Vec::new(),
+        )
+        .await
+    }
+
+    async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(ATTR_PK, AttributeValue::S(pk(tenant, task_id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| backend("get", &self.table, e))?;
+        out.item.map(from_item).transpose()
+    }
+
+    async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
+        let mut next = task.clone();
+        next.version = task.version + 1;
+        self.put(
+            "update",
+            &next,
+            "#version = :read AND NOT (#status IN (:t0, :t1, :t2))",
+            &[("#version", "version"), ("#status", "status")],
+            vec![
+                (":read", AttributeValue::N(task.version.to_string())),
+                (":t0", AttributeValue::S(TERMINAL[0].into())),
+                (":t1", AttributeValue::S(TERMINAL[1].into())),
+                (":t2", AttributeValue::S(TERMINAL[2].into())),
+            ],
+        )
+        .await?;
+        Ok(next.version)
+    }
+
+    async fn list_active(
+        &self,
+        after: Option<&TaskKey>,
+        limit: usize,
+    ) -> Result<Vec<TaskKey>, StoreError> {
+        let mut out = Vec::new();
+        let after = after.map(|k| pk(&k.tenant, &k.task_id));
+        let first = after.as_deref().map_or(0, shard_of);
+        for shard in first..SHARDS {
+            if out.len() >= limit {
+                break;
+            }
+            // Within the shard of `after`, continue past it; later shards from their start.
+            let sort = after
+                .as_ref()
+                .filter(|_| shard == first)
+                .map(|a| (">", AttributeValue::S(a.clone())));
+            self.query_shard(INDEX_ACTIVE, shard, sort, limit, &mut out)
+                .await?;
+        }
+        Ok(out)
+    }
+
+    async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
+        let mut out = Vec::new();
+        for shard in 0..SHARDS {
+            if out.len() >= limit {
+                break;
+            }
+            let sort = Some(("<=", AttributeValue::N(now_ms.to_string())));
+            self.query_shard(INDEX_EXPIRY, shard, sort, limit, &mut out)
+                .await?;
+        }
+        Ok(out)
+    }
+
+    async fn delete(&self, tenant: &str, task_id: &str) -> Result<(), StoreError> {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .key(ATTR_PK, AttributeValue::S(pk(tenant, task_id)))
+            .send()
+            .await
+            .map_err(|e| backend("delete", &self.table, e))?;
+        Ok(())
+    }
+}
+
+/// Creates the task table with its two indexes (on-demand billing) and enables TTL on
+/// [`ATTR_TTL`]; waits until all of it is active. Idempotent: an existing table is left as it
+/// is (it is not migrated) and TTL is only switched on when it is off.
+pub async fn create_table(client: &Client, name: &str) -> Result<(), StoreError> {
+    let key = |attr: &str, kind: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(attr)
+            .key_type(kind)
+            .build()
+            .map_err(|e| backend("create_table", name, e))
+    };
+    let def = |attr: &str, kind: ScalarAttributeType| {
+        AttributeDefinition::builder()
+            .attribute_name(attr)
+            .attribute_type(kind)
+            .build()
+            .map_err(|e| backend("create_table", name, e))
+    };
+    let index = |index: &str, sort: &str| -> Result<GlobalSecondaryIndex, StoreError> {
+        GlobalSecondaryIndex::builder()
+            .index_name(index)
+            .key_schema(key(ATTR_SHARD, KeyType::Hash)?)
+            .key_schema(key(sort, KeyType::Range)?)
+            .projection(
+                Projection::builder()
+                    .projection_type(ProjectionType::KeysOnly)
+                    .build(),
+            )
+            .build()
+            .map_err(|e| backend("create_table", name, e))
+    };
+    let created = client
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(key(ATTR_PK, KeyType::Hash)?)
+        .attribute_definitions(def(ATTR_PK, ScalarAttributeType::S)?)
+        .attribute_definitions(def(ATTR_SHARD, ScalarAttributeType::N)?)
+        .attribute_definitions(def(ATTR_ACTIVE, ScalarAttributeType::S)?)
+        .attribute_definitions(def(ATTR_EXPIRES_MS, ScalarAttributeType::N)?)
+        .global_secondary_indexes(index(INDEX_ACTIVE, ATTR_ACTIVE)?)
+        .global_secondary_indexes(index(INDEX_EXPIRY, ATTR_EXPIRES_MS)?)
+        .send()
+        .await;
+    match created {
+        Ok(_) => tracing::info!(table = name, "dynamodb.table_created"),
+        Err(e) if e.code() == Some("ResourceInUseException") => {}
+        Err(e) => return Err(backend("create_table", name, e)),
+    }
+    wait_until_active(client, name).await?;
+
+    let ttl = client
+        .describe_time_to_live()
+        .table_name(name)
+        .send()
+        .await
+        .map_err(|e| backend("describe_time_to_live", name, e))?;
+    let status = ttl
+        .time_to_live_description()
+        .and_then(|d| d.time_to_live_status());
+    if !matches!(
+        status,
+        Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)
+    ) {
+        let spec = TimeToLiveSpecification::builder()
+            .attribute_name(ATTR_TTL)
+            .enabled(true)
+            .build()
+            .map_err(|e| backend("update_time_to_live", name, e))?;
+        client
+            .update_time_to_live()
+            .table_name(name)
+            .time_to_live_specification(spec)
+            .send()
+            .await
+            .map_err(|e| backend("update_time_to_live", name, e))?;
+    }
+    Ok(())
+}
+
+/// Polls until the table and its indexes are active (a few seconds on AWS, at once locally).
+async fn wait_until_active(client: &Client, name: &str) -> Result<(), StoreError> {
+    let mut pause = Duration::from_millis(50);
+    for _ in 0..120 {
+        let out = client
+            .describe_table()
+            .table_name(name)
+            .send()
+            .await
+            .map_err(|e| backend("describe_table", name, e))?;
+        if let Some(t) = out.table()
+            && t.table_status() == Some(&TableStatus::Active)
+            && t.global_secondary_indexes()
+                .iter()
+                .all(|i| i.index_status() == Some(&IndexStatus::Active))
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(5));
+    }
+    tracing::warn!(table = name, "dynamodb.table_not_active");
+    Err(StoreError::Backend(
+        "dynamodb table did not become active".into(),
+    ))
+}
+
+/// The table key of a task: `{tenant}#{taskId}`, with `%` and `#` escaped in the tenant so the
+/// first `#` always ends it.
+pub fn pk(tenant: &str, task_id: &str) -> String {
+    let mut k = String::with_capacity(tenant.len() + task_id.len() + 1);
+    for c in tenant.chars() {
+        match c {
+            '%' => k.push_str("%25"),
+            '#' => k.push_str("%23"),
+            c => k.push(c),
+        }
+    }
+    k.push('#');
+    k.push_str(task_id);
+    k
+}
+
+/// Inverse of [`pk`].
+fn split_pk(k: &str) -> Option<TaskKey> {
+    let (tenant, task_id) = k.split_once('#')?;
+    Some(TaskKey {
+        tenant: tenant.replace("%23", "#").replace("%25", "%"),
+        task_id: task_id.to_owned(),
+    })
+}
+
+/// The index shard of a key: FNV-1a, stable across processes and releases.
+fn shard_of(pk: &str) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in pk.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (h % u64::from(SHARDS)) as u32
+}
+
+/// The item of a record: its fields by `serde_dynamo`, plus key, index and TTL attributes.
+///
+/// When that native item would be refused by DynamoDB (size, depth or number range; see the
+/// module docs), every top-level map or list — and any top-level number out of range — is
+/// stored as its JSON text in a binary attribute instead. The record's JSON is at most
+/// `MAX_RECORD_BYTES`, so this form always fits.
+fn to_item(task: &TaskRecord) -> Result<HashMap<String, AttributeValue>, StoreError> {
+    let mut item: HashMap<String, AttributeValue> =
+        sd::to_item(task).map_err(|e| codec("serialize", e))?;
+    let key = pk(&task.tenant, &task.task_id);
+    if RESERVED.iter().any(|r| item.contains_key(*r)) {
+        return Err(codec(
+            "serialize",
+            "a record field uses a reserved attribute name",
+        ));
+    }
+    if !task.status.is_terminal() {
+        if key.len() > MAX_SORT_KEY_BYTES {
+            return Err(codec("serialize", "tenant and task id exceed 1024 bytes"));
+        }
+        item.insert(ATTR_ACTIVE.into(), AttributeValue::S(key.clone()));
+    }
+    item.insert(
+        ATTR_SHARD.into(),
+        AttributeValue::N(shard_of(&key).to_string()),
+    );
+    if let Some(at) = task.expires_at_ms() {
+        item.insert(ATTR_EXPIRES_MS.into(), AttributeValue::N(at.to_string()));
+        item.insert(
+            ATTR_TTL.into(),
+            AttributeValue::N(at.div_ceil(1000).to_string()),
+        );
+    }
+    item.insert(ATTR_PK.into(), AttributeValue::S(key));
+
+    if !storable(&item) {
+        let json = serde_json::to_value(task).map_err(|e| codec("serialize", e))?;
+        let Value::Object(fields) = json else {
+            return Err(codec("serialize", "a record is not a JSON object"));
+        };
+        for (name, value) in fields {
+            let compact = item.get(&name).is_some_and(|v| {
+                v.is_m() || v.is_l() || v.as_n().is_ok_and(|n| !number_in_range(n))
+            });
+            if compact {
+                let text = serde_json::to_vec(&value).map_err(|e| codec("serialize", e))?;
+                item.insert(name, AttributeValue::B(Blob::new(text)));
+            }
+        }
+    }
+    Ok(item)
+}
+
+/// The record of an item (index attributes are ignored; JSON-text fields are parsed back).
+fn from_item(mut item: HashMap<String, AttributeValue>) -> Result<TaskRecord, StoreError> {
+    let texts: Vec<String> = item
+        .iter()
+        .filter(|(_, v)| v.is_b())
+        .map(|(k, _)| k.clone())
+        .collect();
+    if texts.is_empty() {
+        return sd::from_item(item).map_err(|e| codec("deserialize", e));
+    }
+    let mut parsed = Map::new();
+    for name in texts {
+        if let Some(AttributeValue::B(b)) = item.remove(&name) {
+            let v: Value =
+                serde_json::from_slice(b.as_ref()).map_err(|e| codec("deserialize", e))?;
+            parsed.insert(name, v);
+        }
+    }
+    let mut fields: Map<String, Value> =
+        sd::from_item(item).map_err(|e| codec("deserialize", e))?;
+    fields.extend(parsed);
+    serde_json::from_value(Value::Object(fields)).map_err(|e| codec("deserialize", e))
+}
+
+/// Whether DynamoDB accepts `item` as it is: at most 400 KB by DynamoDB's own accounting,
+/// at most 32 levels deep, every number within DynamoDB's range.
+fn storable(item: &HashMap<String, AttributeValue>) -> bool {
+    let mut size = 0;
+    for (name, v) in item {
+        match measure(v, 0) {
+            Some(n) => size += name.len() + n,
+            None => return false,
+        }
+    }
+    size <= MAX_ITEM_BYTES
+}
+
+/// DynamoDB's size of one value (an upper bound, per "Item sizes and formats"), or `None`
+/// when DynamoDB would refuse it.
+fn measure(v: &AttributeValue, depth: usize) -> Option<usize> {
+    Some(match v {
+        AttributeValue::S(s) => s.len(),
+        AttributeValue::N(n) => {
+            if !number_in_range(n) {
+                return None;
+            }
+            n.bytes().filter(u8::is_ascii_digit).count().div_ceil(2) + 1
+        }
+        AttributeValue::B(b) => b.as_ref().len(),
+        AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
+        AttributeValue::L(items) => {
+            if depth >= MAX_DEPTH {
+                return None;
+            }
+            let mut n = 3;
+            for i in items {
+                n += 1 + measure(i, depth + 1)?;
+            }
+            n
+        }
+        AttributeValue::M(fields) => {
+            if depth >= MAX_DEPTH {
+                return None;
+            }
+            let mut n = 3;
+            for (k, i) in fields {
+                n += 1 + k.len() + measure(i, depth + 1)?;
+            }
+            n
+        }
+        AttributeValue::Ss(x) => x.iter().map(String::len).sum(),
+        AttributeValue::Ns(x) => x.iter().map(|n| n.len()).sum(),
+        AttributeValue::Bs(x) => x.iter().map(|b| b.as_ref().len()).sum(),
+        _ => return None,
+    })
+}
+
+/// DynamoDB numbers: at most 38 significant digits, magnitude from 1E-130 to below 1E+126.
+fn number_in_range(n: &str) -> bool {
+    let digits = n.trim_start_matches('-');
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if int.bytes().chain(frac.bytes()).any(|b| !b.is_ascii_digit()) {
+        // serde_dynamo writes plain decimals; anything else is left to DynamoDB to judge.
+        return true;
+    }
+    let int = int.trim_start_matches('0');
+    let all = format!("{int}{frac}");
+    let significant = all.trim_start_matches('0').trim_end_matches('0');
+    if significant.is_empty() {
+        return true; // zero
+    }
+    if significant.len() > 38 {
+        return false;
+    }
+    if !int.is_empty() {
+        int.len() <= 126
+    } else {
+        let leading_zeros = frac.len() - frac.trim_start_matches('0').len();
+        leading_zeros < 130
+    }
+}
+
+fn is_condition_failed<E: ProvideErrorMetadata, R>(e: &SdkError<E, R>) -> bool {
+    e.code() == Some("ConditionalCheckFailedException")
+}
+
+/// Logs the detail (never an item) and returns a fixed message.
+fn backend<E>(op: &'static str, table: &str, e: E) -> StoreError
+where
+    E: std::error::Error + 'static,
+{
+    tracing::warn!(op, table, error = %DisplayErrorContext(&e), "dynamodb.error");
+    StoreError::Backend(format!("dynamodb {op} failed"))
+}
+
+fn codec(what: &'static str, e: impl std::fmt::Display) -> StoreError {
+    tracing::warn!(what, error = %e, "dynamodb.codec_error");
+    StoreError::Backend(format!("dynamodb item {what} failed"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::{TaskStatus, new_task_id};
+    use serde_json::json;
+
+    fn record(tenant: &str, ttl: Option<u64>) -> TaskRecord {
+        TaskRecord::new(
+            tenant,
+            new_task_id(),
+            "tool",
+            json!({"n": 1, "s": "", "f": 0.5, "deep": {"a": [1, null, true]}}),
+            ttl,
+            1000,
+            json!({}),
+        )
+    }
+
+    #[test]
+    fn keys_escape_the_tenant_so_different_pairs_never_collide() {
+        assert_eq!(pk("acme", "tsk_1"), "acme#tsk_1");
+        assert_ne!(pk("a#b", "c"), pk("a", "b#c"));
+        assert_ne!(pk("a%23", "c"), pk("a#", "c"));
+        for (tenant, id) in [("a#b", "c"), ("a", "b#c"), ("%#%", "#%#"), ("", "x")] {
+            let k = split_pk(&pk(tenant, id)).unwrap();
+            assert_eq!((k.tenant.as_str(), k.task_id.as_str()), (tenant, id));
+        }
+    }
+
+    #[test]
+    fn shards_are_stable_and_spread() {
+        // Stored in items: must never change between releases.
+        assert_eq!(shard_of(""), (0xcbf2_9ce4_8422_2325u64 % 16) as u32);
+        let used: std::collections::HashSet<u32> = (0..200)
+            .map(|i| shard_of(&pk("t", &format!("tsk_{i}"))))
+            .collect();
+        assert_eq!(used.len(), SHARDS as usize);
+    }
+
+    #[test]
+    fn items_carry_index_and_ttl_attributes_only_when_they_apply() {
+        let mut t = record("t", Some(1_500));
+        t.created_at_ms = 10_000;
+        let item = to_item(&t).unwrap();
+        assert_eq!(item[ATTR_PK].as_s().unwrap(), &pk("t", &t.task_id));
+        assert_eq!(item[ATTR_ACTIVE].as_s().unwrap(), &pk("t", &t.task_id));
+        assert_eq!(item[ATTR_EXPIRES_MS].as_n().unwrap(), "11500");
+        assert_eq!(item[ATTR_TTL].as_n().unwrap(), "12", "seconds, rounded up");
+        assert!(item["arguments"].is_m(), "native attributes by default");
+        assert_eq!(from_item(item).unwrap(), t);
+
+        let mut done = record("t", None);
+        done.complete(json!({"content": []})).unwrap();
+        let item = to_item(&done).unwrap();
+        for absent in [ATTR_ACTIVE, ATTR_EXPIRES_MS, ATTR_TTL] {
+            assert!(!item.contains_key(absent), "{absent}");
+        }
+        assert_eq!(from_item(item).unwrap(), done);
+    }
+
+    #[test]
+    fn record_fields_never_use_the_adapter_attribute_names() {
+        let mut t = record("t", Some(1));
+        t.status = TaskStatus::InputRequired;
+        let Value::Object(fields) = serde_json::to_value(&t).unwrap() else {
+            panic!("a record is an object");
+        };
+        for r in RESERVED {
+            assert!(!fields.contains_key(r), "{r}");
+        }
+    }
+
+    #[test]
+    fn records_dynamodb_cannot_hold_natively_are_stored_as_json_text_and_read_back() {
+        let mut deep = json!("leaf");
+        for _ in 0..40 {
+            deep = json!({ "d": deep });
+        }
+        let cases = [
+            deep,
+            json!({"big": 1e300, "tiny": 1e-200}),
+            // 120k one-digit numbers: ~240 KB of JSON, ~360 KB + overhead in DynamoDB's
+            // accounting (3 bytes an element) plus the result below: over 400 KB natively.
+            json!(vec![7; 120_000]),
+        ];
+        for args in cases {
+            let mut t = record("t", None);
+            t.arguments = args;
+            if t.arguments.is_array() {
+                t.result = Some(json!(vec![1; 40_000]));
+            }
+            encode(&t).unwrap();
+            let item = to_item(&t).unwrap();
+            assert!(item["arguments"].is_b());
+            assert!(item["status"].is_s(), "scalars stay native");
+            assert!(item["version"].is_n());
+            assert_eq!(from_item(item).unwrap(), t);
+        }
+    }
+
+    #[test]
+    fn terminal_statuses_match_the_stored_spelling() {
+        for s in TaskStatus::ALL {
+            let stored = serde_json::to_value(s).unwrap();
+            let stored = stored.as_str().unwrap();
+            assert_eq!(TERMINAL.contains(&stored), s.is_terminal(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn dynamodb_number_range_is_enforced() {
+        for ok in ["0", "-1", "0.5", "18446744073709551615", "1e5"] {
+            assert!(number_in_range(ok), "{ok}");
+        }
+        let big = format!("1{}", "0".repeat(126));
+        let tiny = format!("0.{}1", "0".repeat(130));
+        let precise = "1".repeat(39);
+        for bad in [big.as_str(), tiny.as_str(), precise.as_str()] {
+            assert!(!number_in_range(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,856 @@
+//! The Lambda wiring: configuration from the environment, the ports built once per cold start,
+//! and the handlers the function crates hand to the runtime. Each function's `main.rs` is
+//! `Config::from_env` → [`Ports::connect`] → one of these → `run`.
+//!
+//! | function | event                            | here                             |
+//! |----------|----------------------------------|----------------------------------|
+//! | `mcp`    | API Gateway proxy (REST or HTTP) | [`http_router`] (everything)     |
+//! | `tasks`  | API Gateway proxy (REST or HTTP) | [`http_router`] (`tasks/*` only) |
+//! | `worker` | SQS batch                        | [`SqsWorker::handle`]            |
+//! | `sweep`  | EventBridge schedule             | [`Sweeper::run`]                 |
+//!
+//! The HTTP functions serve the very router the local server serves ([`crate::http::router`]);
+//! the tasks function differs by one flag ([`ServiceConfig::tasks_only`]).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use futures_util::future::join_all;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+
+use super::sqs::SqsQueue;
+use crate::auth::{AuthSettings, Authenticator, JwksSource};
+use crate::engine::{Engine, TaskSettings};
+use crate::handler::{McpService, ServiceConfig};
+use crate::local::ToolSet;
+use crate::protocol::state::StateSealer;
+use crate::queue::{WorkMessage, WorkQueue};
+use crate::store::{StoreError, TaskStore};
+use crate::tools::{Registry, Tool};
+use crate::worker::{Outcome, Worker, WorkerError, WorkerSettings};
+
+/// Which function is starting: decides which variables are required.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The MCP endpoint (`functions/mcp`).
+    Mcp,
+    /// The `tasks/*` endpoint (`functions/tasks`).
+    Tasks,
+    /// The SQS worker (`functions/worker`).
+    Worker,
+    /// The scheduled sweep (`functions/sweep`).
+    Sweep,
+}
+
+/// A missing or malformed environment variable: fails the cold start, never a request.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A required variable is not set (or empty).
+    #[error("environment variable {0} is required")]
+    Missing(&'static str),
+    /// A variable is set to something unusable.
+    #[error("environment variable {name}: {reason}")]
+    Invalid {
+        /// The variable.
+        name: &'static str,
+        /// What is wrong (never the value: it may be a secret).
+        reason: &'static str,
+    },
+}
+
+/// Function configuration, read once at cold start.
+///
+/// | variable              | who                  | meaning                                        |
+/// |-----------------------|----------------------|------------------------------------------------|
+/// | `TABLE_NAME`          | all (required)       | the DynamoDB task table                        |
+/// | `QUEUE_URL`           | all (required)       | the SQS work queue                             |
+/// | `STATE_KEY`           | mcp (required)       | ≥ 32 characters; seals `requestState`          |
+/// | `MAX_RECEIVES`        | worker (required)    | the queue's `maxReceiveCount` (DLQ redrive)    |
+/// | `ALLOWED_HOSTS`       | mcp, tasks           | comma list for `Host`/`Origin`; empty: any     |
+/// | `TOOLS`               | mcp, worker          | `builtin` (default) or `conformance`           |
+/// | `SWEEP_STALE_SECONDS` | sweep                | idle time before a task is re-enqueued (300)   |
+/// | `AUTH_MODE`           | mcp, tasks           | `jwt` (default) or `none` (one open tenant)    |
+/// | `AUTH_ISSUER`         | mcp, tasks with jwt  | the expected `iss` (required)                  |
+/// | `AUTH_AUDIENCE`       | mcp, tasks with jwt  | this server's resource URI (required)          |
+/// | `AUTH_JWKS_URL`       | mcp, tasks with jwt  | the issuer's signing keys (required)           |
+/// | `AUTH_TENANT_CLAIM`   | mcp, tasks with jwt  | the claim naming the tenant (`sub`)            |
+/// | `AUTH_REQUIRED_SCOPES`| mcp, tasks with jwt  | space-separated scopes every token must carry  |
+#[derive(Clone)]
+pub struct Config {
+    /// Which function this is.
+    pub role: Role,
+    /// DynamoDB table.
+    pub table_name: String,
+    /// SQS queue URL.
+    pub queue_url: String,
+    /// The `requestState` key (SHA-256 of `STATE_KEY`), when set.
+    pub state_key: Option<[u8; 32]>,
+    /// Accepted `Host`/`Origin` names; empty accepts any (the gateway only routes its own).
+    pub allowed_hosts: Vec<String>,
+    /// The tool set; the mcp and worker functions must agree on it.
+    pub tools: ToolSet,
+    /// Deliveries SQS makes before dead-lettering a message.
+    pub max_receives: u32,
+    /// How long a working task may sit unheld and unchanged before the sweep re-enqueues it.
+    pub sweep_stale: Duration,
+    /// Bearer-token auth of the HTTP functions; `None` only when `AUTH_MODE=none` was chosen.
+    pub auth: Option<AuthSettings>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("role", &self.role)
+            .field("table_name", &self.table_name)
+            .field("queue_url", &self.queue_url)
+            .field("state_key", &self.state_key.map(|_| "<set>"))
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("tools", &self.tools)
+            .field("max_receives", &self.max_receives)
+            .field("sweep_stale", &self.sweep_stale)
+            .field("auth", &self.auth.as_ref().map(|a| &a.issuer))
+            .finish()
+    }
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env(role: Role) -> Result<Self, ConfigError> {
+        Self::from_lookup(role, |k| std::env::var(k).ok())
+    }
+
+    /// Reads variables through `get` (tests pass a map).
+    pub fn from_lookup(
+        role: Role,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let var = |name: &'static str| {
+            get(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        let required = |name: &'static str| var(name).ok_or(ConfigError::Missing(name));
+        let table_name = required("TABLE_NAME")?;
+        let queue_url = required("QUEUE_URL")?;
+        let state_key = match (var("STATE_KEY"), role) {
+            (None, Role::Mcp) => return Err(ConfigError::Missing("STATE_KEY")),
+            (None, _) => None,
+            (Some(k), _) if k.len() < 32 => {
+                return Err(ConfigError::Invalid {
+                    name: "STATE_KEY",
+                    reason: "must be at least 32 characters",
+                });
+            }
+            (Some(k), _) => Some(Sha256::digest(k.as_bytes()).into()),
+        };
+        let max_receives = match (var("MAX_RECEIVES"), role) {
+            (None, Role::Worker) => return Err(ConfigError::Missing("MAX_RECEIVES")),
+            (None, _) => 1,
+            (Some(v), _) => {
+                v.parse::<u32>()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or(ConfigError::Invalid {
+                        name: "MAX_RECEIVES",
+                        reason: "must be a whole number of at least 1",
+                    })?
+            }
+        };
+        let tools = match var("TOOLS").as_deref() {
+            None | Some("builtin") => ToolSet::Builtin,
+            Some("conformance") => ToolSet::Conformance,
+            Some(_) => {
+                return Err(ConfigError::Invalid {
+                    name: "TOOLS",
+                    reason: "must be builtin or conformance",
+                });
+            }
+        };
+        let sweep_stale = match var("SWEEP_STALE_SECONDS") {
+            None => Duration::from_secs(300),
+            Some(v) => Duration::from_secs(v.parse().map_err(|_| ConfigError::Invalid {
+                name: "SWEEP_STALE_SECONDS",
+                reason: "must be a whole number of seconds",
+            })?),
+        };
+        let allowed_hosts = var("ALLOWED_HOSTS")
+            .map(|v| {
+                v.split(',')
+                    .map(|h| h.trim().to_owned())
+                    .filter(|h| !h.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        // An HTTP function is authenticated unless open access was chosen explicitly.
+        let auth = match (role, var("AUTH_MODE").as_deref()) {
+            (Role::Worker | Role::Sweep, _) | (_, Some("none")) => None,
+            (_, None | Some("jwt")) => Some(AuthSettings {
+                issuer: required("AUTH_ISSUER")?,
+                audience: required("AUTH_AUDIENCE")?,
+                jwks: JwksSource::Url(required("AUTH_JWKS_URL")?),
+                tenant_claim: var("AUTH_TENANT_CLAIM").unwrap_or_else(|| "sub".into()),
+                required_scopes: var("AUTH_REQUIRED_SCOPES")
+                    .map(|s| s.split_whitespace().map(str::to_owned).collect())
+                    .unwrap_or_default(),
+                leeway: Duration::from_secs(60),
+            }),
+            (_, Some(_)) => {
+                return Err(ConfigError::Invalid {
+                    name: "AUTH_MODE",
+                    reason: "must be jwt or none",
+                });
+            }
+        };
+        Ok(Self {
+            role,
+            table_name,
+            queue_url,
+            state_key,
+            allowed_hosts,
+            tools,
+            max_receives,
+            sweep_stale,
+            auth,
+        })
+    }
+}
+
+/// The ports every function uses, built once at cold start (SDK clients included).
+#[derive(Clone)]
+pub struct Ports {
+    /// The task store.
+    pub store: Arc<dyn TaskStore>,
+    /// The work queue.
+    pub queue: Arc<dyn WorkQueue>,
+}
+
+impl Ports {
+    /// DynamoDB and SQS from the SDK's standard configuration (region, credentials, and
+    /// `AWS_ENDPOINT_URL*` for emulators).
+    pub async fn connect(config: &Config) -> Self {
+        let sdk = super::sdk_config().await;
+        let queue = SqsQueue::new(aws_sdk_sqs::Client::new(&sdk), config.queue_url.clone());
+        Self {
+            store: dynamo_store(&sdk, &config.table_name),
+            queue: Arc::new(queue),
+        }
+    }
+}
+
+impl Ports {
+    /// In-memory store and in-process queue, for handler tests and fixtures (`events/*.json`):
+    /// the receiver gets what the handlers enqueue.
+    pub fn in_memory() -> (Self, tokio::sync::mpsc::UnboundedReceiver<WorkMessage>) {
+        let (queue, rx) = crate::queue::LocalQueue::new();
+        let ports = Self {
+            store: Arc::new(crate::store::memory::MemoryStore::new()),
+            queue: Arc::new(queue),
+        };
+        (ports, rx)
+    }
+}
+
+// ── The one place the DynamoDB store is constructed. ──
+fn dynamo_store(sdk: &aws_config::SdkConfig, table: &str) -> Arc<dyn TaskStore> {
+    Arc::new(super::dynamo::DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(sdk),
+        table,
+    ))
+}
+
+fn registry(tools: ToolSet) -> Arc<Registry> {
+    let tools: Vec<Arc<dyn Tool>> = match tools {
+        ToolSet::Builtin => crate::tools::builtin::builtin_tools(),
+        ToolSet::Conformance => crate::tools::fixtures::conformance_tools(),
+    };
+    Arc::new(Registry::new(tools))
+}
+
+/// The MCP service of the mcp or tasks function.
+pub fn service(config: &Config, ports: &Ports) -> Arc<McpService> {
+    let engine = Engine::new(
+        ports.store.clone(),
+        ports.queue.clone(),
+        TaskSettings::default(),
+    );
+    let service = ServiceConfig {
+        allowed_hosts: config.allowed_hosts.clone(),
+        tasks_only: config.role == Role::Tasks,
+        ..ServiceConfig::default()
+    };
+    // Only the mcp function seals and opens `requestState`; the tasks function never does,
+    // so a throw-away key serves it.
+    let key = config.state_key.unwrap_or_else(|| {
+        let mut k = [0u8; 32];
+        crate::clock::random_bytes(&mut k);
+        k
+    });
+    let mut service = McpService::new(
+        service,
+        engine,
+        registry(config.tools),
+        StateSealer::new(key),
+    );
+    if let Some(auth) = config.auth.clone() {
+        service = service.with_auth(Authenticator::new(auth));
+    }
+    Arc::new(service)
+}
+
+/// The HTTP router for `lambda_http::run` — the same one the local server serves.
+pub fn http_router(config: &Config, ports: &Ports) -> axum::Router {
+    crate::http::router(service(config, ports))
+}
+
+/// The tokio instant of a wall-clock deadline (the Lambda context's).
+pub fn instant_at(deadline: SystemTime) -> Instant {
+    let left = deadline
+        .duration_since(SystemTime::now())
+        .unwrap_or_default();
+    Instant::now() + left
+}
+
+/// What to do with one SQS record once the worker is done with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Delete it (report success).
+    Done,
+    /// Report it failed: SQS delivers it again after the visibility timeout (and dead-letters
+    /// it after the last allowed receive).
+    Retry,
+    /// The last allowed delivery failed: mark the task failed, then delete the message.
+    GiveUp,
+}
+
+/// The retry policy, in one place.
+///
+/// - A result of any kind (finished, handed over, dropped, superseded) deletes the message.
+/// - `Busy` (another run holds a live lease) is retried, in case that run dies; on the last
+///   delivery it is deleted instead — the lease holder owns the task, and should it die the
+///   sweep re-enqueues the task (and the worker fails a job that keeps dying), so failing a
+///   healthy running task, or alarming on the DLQ, would be wrong.
+/// - An error (store or queue unavailable) is retried; on the last delivery the task is given
+///   up on, so no client polls forever.
+pub fn decide(outcome: &Result<Outcome, WorkerError>, last_delivery: bool) -> Action {
+    match (outcome, last_delivery) {
+        (Ok(Outcome::Busy(_)), false) | (Err(_), false) => Action::Retry,
+        (Err(_), true) => Action::GiveUp,
+        (Ok(_), _) => Action::Done,
+    }
+}
+
+/// `ApproximateReceiveCount` of a record (1 when absent).
+fn receive_count(record: &SqsMessage) -> u32 {
+    record
+        .attributes
+        .get("ApproximateReceiveCount")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
+
+/// The worker function: one SQS batch at a time, every record on its own.
+pub struct SqsWorker {
+    worker: Worker,
+    max_receives: u32,
+}
+
+impl SqsWorker {
+    /// A worker over the ports; `config.max_receives` must equal the queue's `maxReceiveCount`.
+    pub fn new(config: &Config, ports: &Ports) -> Self {
+        Self::with_settings(config, ports, WorkerSettings::default())
+    }
+
+    /// As [`SqsWorker::new`], with explicit worker timing (tests).
+    pub fn with_settings(config: &Config, ports: &Ports, settings: WorkerSettings) -> Self {
+        Self {
+            worker: Worker::new(
+                ports.store.clone(),
+                ports.queue.clone(),
+                registry(config.tools),
+                settings,
+            ),
+            max_receives: config.max_receives,
+        }
+    }
+
+    /// Runs every record of the batch concurrently (jobs mostly wait on I/O) and reports the
+    /// ones to retry (`ReportBatchItemFailures`). The worker hands over
+    /// [`WorkerSettings::deadline_margin`] before `deadline`, leaving that margin for the
+    /// give-up writes and the response.
+    pub async fn handle(&self, event: SqsEvent, deadline: Instant) -> SqsBatchResponse {
+        let actions = join_all(event.records.iter().map(|r| self.record(r, deadline))).await;
+        let mut response = SqsBatchResponse::default();
+        for (record, action) in event.records.iter().zip(actions) {
+            if action == Action::Retry {
+                // A record without an id cannot be named; an empty identifier makes Lambda
+                // retry the whole batch, which is safe (duplicates are dropped by the lease).
+                response.add_failure(record.message_id.clone().unwrap_or_default());
+            }
+        }
+        response
+    }
+
+    async fn record(&self, record: &SqsMessage, deadline: Instant) -> Action {
+        let message_id = record.message_id.as_deref().unwrap_or("");
+        let receives = receive_count(record);
+        let last = receives >= self.max_receives;
+        let parsed = record
+            .body
+            .as_deref()
+            .map(serde_json::from_str::<WorkMessage>);
+        let Some(Ok(msg)) = parsed else {
+            // Never the body itself: it is not ours to log. Retried, so it reaches the DLQ
+            // (and its alarm) instead of vanishing.
+            tracing::error!(message_id, receives, "unreadable work message");
+            return Action::Retry;
+        };
+        let outcome = self.worker.handle(&msg, Some(deadline)).await;
+        let action = decide(&outcome, last);
+        match &outcome {
+            Ok(o) => {
+                tracing::info!(message_id, task_id = %msg.task_id, receives, outcome = ?o, ?action, "work message handled")
+            }
+            Err(e) => {
+                tracing::error!(message_id, task_id = %msg.task_id, receives, error = %e, ?action, "work message failed")
+            }
+        }
+        if action != Action::GiveUp {
+            return action;
+        }
+        match self.worker.abandon(&msg).await {
+            Ok(_) => Action::Done,
+            Err(e) => {
+                // Not even that worked: let the message go to the DLQ, where the alarm fires.
+                tracing::error!(message_id, task_id = %msg.task_id, error = %e, "giving up on the task failed");
+                Action::Retry
+            }
+        }
+    }
+}
+
+/// What one sweep did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SweepReport {
+    /// Working tasks re-enqueued (persisted but never enqueued, or whose run died).
+    pub requeued: usize,
+    /// Expired tasks deleted.
+    pub purged: usize,
+}
+
+/// Why a sweep failed (the scheduler retries the invocation).
+#[derive(Debug, thiserror::Error)]
+#[error("sweep failed: {0}")]
+pub struct SweepError(#[from] StoreError);
+
+/// The sweep function: re-enqueue orphans, purge expired tasks.
+pub struct Sweeper {
+    engine: Engine,
+    stale: Duration,
+}
+
+impl Sweeper {
+    /// A sweeper over the ports.
+    pub fn new(config: &Config, ports: &Ports) -> Self {
+        Self {
+            engine: Engine::new(
+                ports.store.clone(),
+                ports.queue.clone(),
+                TaskSettings::default(),
+            ),
+            stale: config.sweep_stale,
+        }
+    }
+
+    /// One sweep. Both halves run even when one fails; the first error is returned.
+    pub async fn run(&self) -> Result<SweepReport, SweepError> {
+        let requeued = self.engine.sweep(self.stale).await;
+        let purged = self.engine.purge_expired().await;
+        let report = SweepReport {
+            requeued: *requeued.as_ref().unwrap_or(&0),
+            purged: *purged.as_ref().unwrap_or(&0),
+        };
+        tracing::info!(
+            requeued = report.requeued,
+            purged = report.purged,
+            "sweep done"
+        );
+        requeued?;
+        purged?;
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+    use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::queue::LocalQueue;
+    use crate::store::TaskKey;
+    use crate::store::memory::MemoryStore;
+    use crate::task::{Lease, TaskRecord, TaskStatus};
+
+    const SQS_EVENT: &str = include_str!("../../../events/sqs-work-message.json");
+    const SCHEDULE_EVENT: &str = include_str!("../../../events/scheduled-sweep.json");
+
+    fn env(role: Role, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(role, |k| map.get(k).cloned())
+    }
+
+    const BASE: [(&str, &str); 3] = [
+        ("TABLE_NAME", "tasks"),
+        ("QUEUE_URL", "http://127.0.0.1:1/000000000000/work"),
+        ("AUTH_MODE", "none"),
+    ];
+
+    fn worker_config(max_receives: &str) -> Config {
+        let mut vars = BASE.to_vec();
+        vars.push(("MAX_RECEIVES", max_receives));
+        env(Role::Worker, &vars).unwrap()
+    }
+
+    #[test]
+    fn a_missing_variable_fails_the_cold_start_by_name() {
+        let err = env(Role::Tasks, &[("QUEUE_URL", "q")]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "environment variable TABLE_NAME is required"
+        );
+        assert!(matches!(
+            env(Role::Mcp, &BASE),
+            Err(ConfigError::Missing("STATE_KEY"))
+        ));
+        assert!(matches!(
+            env(Role::Worker, &BASE),
+            Err(ConfigError::Missing("MAX_RECEIVES"))
+        ));
+        assert!(env(Role::Tasks, &BASE).is_ok());
+        assert!(env(Role::Sweep, &BASE).is_ok());
+    }
+
+    #[test]
+    fn malformed_variables_are_refused_without_echoing_them() {
+        let mut vars = BASE.to_vec();
+        vars.push(("STATE_KEY", "short-secret"));
+        let err = env(Role::Mcp, &vars).unwrap_err().to_string();
+        assert!(!err.contains("short-secret"), "{err}");
+        for (k, v) in [
+            ("MAX_RECEIVES", "0"),
+            ("TOOLS", "mine"),
+            ("SWEEP_STALE_SECONDS", "soon"),
+        ] {
+            let mut vars = BASE.to_vec();
+            vars.push((k, v));
+            assert!(
+                matches!(env(Role::Sweep, &vars), Err(ConfigError::Invalid { name, .. }) if name == k),
+                "{k}={v}"
+            );
+        }
+    }
+
+    #[test]
+    fn optional_variables_have_gateway_friendly_defaults() {
+        let mut vars = BASE.to_vec();
+        vars.push(("STATE_KEY", "0123456789abcdef0123456789abcdef"));
+        let c = env(Role::Mcp, &vars).unwrap();
+        assert!(c.allowed_hosts.is_empty(), "behind API Gateway any host");
+        assert_eq!(c.tools, ToolSet::Builtin);
+        assert!(c.state_key.is_some());
+        assert!(!format!("{c:?}").contains("0123456789abcdef"));
+        vars.push(("ALLOWED_HOSTS", " mcp.example.com, ,api.example.com "));
+        let c = env(Role::Mcp, &vars).unwrap();
+        assert_eq!(c.allowed_hosts, ["mcp.example.com", "api.example.com"]);
+    }
+
+    #[test]
+    fn the_retry_policy_never_polls_forever_and_never_kills_a_live_run() {
+        let busy = Ok(Outcome::Busy(Duration::from_secs(3)));
+        let err: Result<Outcome, WorkerError> = Err(StoreError::Backend("down".into()).into());
+        assert_eq!(decide(&busy, false), Action::Retry);
+        assert_eq!(decide(&busy, true), Action::Done);
+        assert_eq!(decide(&err, false), Action::Retry);
+        assert_eq!(decide(&err, true), Action::GiveUp);
+        for o in [
+            Outcome::Dropped,
+            Outcome::Continued,
+            Outcome::Superseded,
+            Outcome::WaitingForInput,
+            Outcome::Finished(TaskStatus::Completed),
+        ] {
+            assert_eq!(decide(&Ok(o.clone()), false), Action::Done, "{o:?}");
+            assert_eq!(decide(&Ok(o), true), Action::Done);
+        }
+    }
+
+    /// A store whose first `fail_gets` reads fail (an outage that passes).
+    struct Flaky {
+        inner: MemoryStore,
+        fail_gets: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl TaskStore for Flaky {
+        async fn create(&self, task: &TaskRecord) -> Result<(), StoreError> {
+            self.inner.create(task).await
+        }
+        async fn get(&self, tenant: &str, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+            if self
+                .fail_gets
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                return Err(StoreError::Backend("throttled".into()));
+            }
+            self.inner.get(tenant, id).await
+        }
+        async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
+            self.inner.update(task).await
+        }
+        async fn list_active(
+            &self,
+            after: Option<&TaskKey>,
+            limit: usize,
+        ) -> Result<Vec<TaskKey>, StoreError> {
+            self.inner.list_active(after, limit).await
+        }
+        async fn list_expired(&self, now: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
+            self.inner.list_expired(now, limit).await
+        }
+        async fn delete(&self, tenant: &str, id: &str) -> Result<(), StoreError> {
+            self.inner.delete(tenant, id).await
+        }
+    }
+
+    struct Rig {
+        store: Arc<Flaky>,
+        ports: Ports,
+        _rx: tokio::sync::mpsc::UnboundedReceiver<WorkMessage>,
+    }
+
+    fn rig() -> Rig {
+        let store = Arc::new(Flaky {
+            inner: MemoryStore::new(),
+            fail_gets: AtomicUsize::new(0),
+        });
+        let (queue, rx) = LocalQueue::new();
+        let ports = Ports {
+            store: store.clone(),
+            queue: Arc::new(queue),
+        };
+        Rig {
+            store,
+            ports,
+            _rx: rx,
+        }
+    }
+
+    /// The task the sample event names, stored as `mcp` would have stored it.
+    async fn seed(r: &Rig, msg: &WorkMessage) {
+        let task = TaskRecord::new(
+            &msg.tenant,
+            msg.task_id.clone(),
+            "wait",
+            json!({"seconds": 0}),
+            Some(3_600_000),
+            1000,
+            json!({}),
+        );
+        r.store.create(&task).await.unwrap();
+    }
+
+    fn sample() -> (SqsEvent, WorkMessage) {
+        let event: SqsEvent = serde_json::from_str(SQS_EVENT).unwrap();
+        let msg = serde_json::from_str(event.records[0].body.as_deref().unwrap()).unwrap();
+        (event, msg)
+    }
+
+    fn with_receives(mut event: SqsEvent, n: u32) -> SqsEvent {
+        event.records[0]
+            .attributes
+            .insert("ApproximateReceiveCount".into(), n.to_string());
+        event
+    }
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(60)
+    }
+
+    async fn status(r: &Rig, msg: &WorkMessage) -> TaskRecord {
+        r.store
+            .get(&msg.tenant, &msg.task_id)
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_sample_sqs_event_runs_its_task_to_completion() {
+        let r = rig();
+        let (event, msg) = sample();
+        seed(&r, &msg).await;
+        let worker = SqsWorker::new(&worker_config("5"), &r.ports);
+        let out = worker.handle(event, soon()).await;
+        assert!(out.batch_item_failures.is_empty());
+        assert_eq!(status(&r, &msg).await.status, TaskStatus::Completed);
+        // The response is what the runtime sends back.
+        assert_eq!(
+            serde_json::to_value(&out).unwrap(),
+            json!({"batchItemFailures": []})
+        );
+    }
+
+    #[tokio::test]
+    async fn a_store_outage_retries_the_message_until_its_last_delivery() {
+        let r = rig();
+        let (event, msg) = sample();
+        seed(&r, &msg).await;
+        let worker = SqsWorker::new(&worker_config("3"), &r.ports);
+        r.store.fail_gets.store(1, Ordering::SeqCst);
+        let out = worker.handle(with_receives(event.clone(), 2), soon()).await;
+        let ids: Vec<_> = out
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.as_str())
+            .collect();
+        assert_eq!(ids, [event.records[0].message_id.as_deref().unwrap()]);
+        assert_eq!(status(&r, &msg).await.status, TaskStatus::Working);
+
+        // The last delivery fails too: the task is failed and the message deleted.
+        r.store.fail_gets.store(1, Ordering::SeqCst);
+        let out = worker.handle(with_receives(event, 3), soon()).await;
+        assert!(out.batch_item_failures.is_empty());
+        let t = status(&r, &msg).await;
+        assert_eq!(t.status, TaskStatus::Failed);
+        assert!(t.error.is_some());
+    }
+
+    #[tokio::test]
+    async fn when_even_giving_up_fails_the_message_goes_to_the_dlq() {
+        let r = rig();
+        let (event, msg) = sample();
+        seed(&r, &msg).await;
+        let worker = SqsWorker::new(&worker_config("3"), &r.ports);
+        r.store.fail_gets.store(2, Ordering::SeqCst);
+        let out = worker.handle(with_receives(event, 3), soon()).await;
+        assert_eq!(out.batch_item_failures.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_message_for_a_task_held_by_a_live_run_is_retried_then_dropped() {
+        let r = rig();
+        let (event, msg) = sample();
+        seed(&r, &msg).await;
+        let mut t = status(&r, &msg).await;
+        t.lease = Some(Lease {
+            owner: "alive".into(),
+            expires_at_ms: crate::clock::now_ms() + 60_000,
+        });
+        r.store.update(&t).await.unwrap();
+        let worker = SqsWorker::new(&worker_config("3"), &r.ports);
+        let out = worker.handle(with_receives(event.clone(), 1), soon()).await;
+        assert_eq!(out.batch_item_failures.len(), 1);
+        let out = worker.handle(with_receives(event, 3), soon()).await;
+        assert!(out.batch_item_failures.is_empty());
+        assert_eq!(
+            status(&r, &msg).await.status,
+            TaskStatus::Working,
+            "the live run keeps its task"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_record_fails_alone_not_the_batch() {
+        let r = rig();
+        let (event, msg) = sample();
+        seed(&r, &msg).await;
+        let mut bad = event.records[0].clone();
+        bad.message_id = Some("bad-1".into());
+        bad.body = Some("not json".into());
+        let mut event = event;
+        event.records.push(bad);
+        let worker = SqsWorker::new(&worker_config("5"), &r.ports);
+        let out = worker.handle(event, soon()).await;
+        let ids: Vec<_> = out
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.as_str())
+            .collect();
+        assert_eq!(ids, ["bad-1"]);
+        assert_eq!(status(&r, &msg).await.status, TaskStatus::Completed);
+    }
+
+    #[tokio::test]
+    async fn the_sample_schedule_event_parses_and_a_sweep_requeues_orphans() {
+        let event: EventBridgeEvent<Value> = serde_json::from_str(SCHEDULE_EVENT).unwrap();
+        assert_eq!(event.detail_type, "Scheduled Event");
+        let mut r = rig();
+        let (_, msg) = sample();
+        seed(&r, &msg).await; // persisted, never enqueued: an orphan
+        let config = Config {
+            sweep_stale: Duration::ZERO,
+            ..env(Role::Sweep, &BASE).unwrap()
+        };
+        let report = Sweeper::new(&config, &r.ports).run().await.unwrap();
+        assert_eq!(
+            report,
+            SweepReport {
+                requeued: 1,
+                purged: 0
+            }
+        );
+        assert_eq!(r._rx.recv().await.unwrap().task_id, msg.task_id);
+    }
+
+    #[test]
+    fn past_deadlines_are_now_not_a_panic() {
+        let past = SystemTime::now() - Duration::from_secs(10);
+        assert!(instant_at(past) <= Instant::now());
+        let future = SystemTime::now() + Duration::from_secs(10);
+        assert!(instant_at(future) > Instant::now() + Duration::from_secs(9));
+    }
+
+    #[test]
+    fn http_functions_are_authenticated_unless_open_access_is_chosen() {
+        let base = [
+            ("TABLE_NAME", "tasks"),
+            ("QUEUE_URL", "q"),
+            ("STATE_KEY", "a-test-key-of-at-least-32-characters"),
+        ];
+        assert!(matches!(
+            env(Role::Mcp, &base),
+            Err(ConfigError::Missing("AUTH_ISSUER"))
+        ));
+        let mut jwt = base.to_vec();
+        jwt.extend([
+            ("AUTH_ISSUER", "https://issuer.example"),
+            ("AUTH_AUDIENCE", "https://mcp.example/mcp"),
+            ("AUTH_JWKS_URL", "https://issuer.example/jwks.json"),
+            ("AUTH_REQUIRED_SCOPES", "tasks:read tasks:write"),
+        ]);
+        let auth = env(Role::Tasks, &jwt).unwrap().auth.unwrap();
+        assert_eq!(auth.tenant_claim, "sub");
+        assert_eq!(auth.required_scopes, ["tasks:read", "tasks:write"]);
+        let mut open = base.to_vec();
+        open.push(("AUTH_MODE", "none"));
+        assert!(env(Role::Mcp, &open).unwrap().auth.is_none());
+        let mut bad = base.to_vec();
+        bad.push(("AUTH_MODE", "maybe"));
+        assert!(env(Role::Mcp, &bad).is_err());
+        // Workers never read tokens.
+        let mut worker = base.to_vec();
+        worker.push(("MAX_RECEIVES", "3"));
+        assert!(env(Role::Worker, &worker).unwrap().auth.is_none());
+    }
+}

@@ -1,0 +1,116 @@
+//! The SQS work queue: [`SqsQueue`] implements [`WorkQueue`] over one standard queue.
+//!
+//! A message body is the JSON of a [`WorkMessage`] (`{"tenant":…,"task_id":…,"kind":…}`) —
+//! identifiers only, never arguments or results, which stay in the task item. SQS delivers at
+//! least once and in no particular order, which is all the port promises; the worker's lease
+//! makes duplicates harmless.
+//!
+//! Delays map to `DelaySeconds`, which counts whole seconds up to [`MAX_DELAY`] (15 minutes):
+//! - a delay is rounded **up** to the next second, so a message never arrives before it is due;
+//! - a delay beyond 15 minutes is **capped** at 15 minutes, so such a message arrives early.
+//!   That is safe because a message only names a task: the worker re-reads the task and drops
+//!   or re-schedules work that is not due, exactly as it does for a duplicate. Nothing in the
+//!   engine asks for longer delays today; a caller that needs a precise far-future wake-up must
+//!   keep the due time in the task item and re-enqueue on early delivery.
+//!
+//! Visibility: the worker never extends a message's visibility (no `ChangeMessageVisibility`
+//! heartbeat). A job runs inside one invocation that hands over before its deadline, so the
+//! queue's visibility timeout only has to exceed the worker function's timeout — the SAM
+//! template enforces that — and a message can never become visible again while its invocation
+//! still runs. Long jobs span invocations through continuation messages, not through longer
+//! visibility.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::error::DisplayErrorContext;
+
+use crate::queue::{QueueError, WorkMessage, WorkQueue};
+
+/// The longest delay SQS supports on a message (`DelaySeconds` ≤ 900).
+pub const MAX_DELAY: Duration = Duration::from_secs(900);
+
+/// A [`WorkQueue`] over one SQS queue.
+#[derive(Debug, Clone)]
+pub struct SqsQueue {
+    client: Client,
+    queue_url: String,
+}
+
+impl SqsQueue {
+    /// A queue adapter for `queue_url`, over a client built once at cold start.
+    pub fn new(client: Client, queue_url: impl Into<String>) -> Self {
+        Self {
+            client,
+            queue_url: queue_url.into(),
+        }
+    }
+
+    /// The queue URL.
+    pub fn queue_url(&self) -> &str {
+        &self.queue_url
+    }
+
+    /// Creates (or finds) a standard queue named `name` and returns its URL. For tests and
+    /// local emulated runs; deployed queues come from the SAM template.
+    pub async fn create_queue(client: &Client, name: &str) -> Result<String, QueueError> {
+        let out = client
+            .create_queue()
+            .queue_name(name)
+            .send()
+            .await
+            .map_err(|e| QueueError(DisplayErrorContext(e).to_string()))?;
+        out.queue_url()
+            .map(str::to_owned)
+            .ok_or_else(|| QueueError("CreateQueue returned no queue URL".into()))
+    }
+}
+
+/// `DelaySeconds` for a delay: rounded up to whole seconds, capped at [`MAX_DELAY`].
+pub fn delay_seconds(delay: Duration) -> i32 {
+    let capped = delay.min(MAX_DELAY);
+    let secs = capped.as_secs() + u64::from(capped.subsec_nanos() > 0);
+    // At most 900, so the conversion cannot fail.
+    i32::try_from(secs.min(MAX_DELAY.as_secs())).unwrap_or(900)
+}
+
+#[async_trait]
+impl WorkQueue for SqsQueue {
+    async fn enqueue(&self, msg: WorkMessage, delay: Duration) -> Result<(), QueueError> {
+        let body = serde_json::to_string(&msg).map_err(|e| QueueError(e.to_string()))?;
+        if delay > MAX_DELAY {
+            tracing::debug!(task_id = %msg.task_id, ?delay, "delay capped at SQS's 900 s");
+        }
+        self.client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(body)
+            .delay_seconds(delay_seconds(delay))
+            .send()
+            .await
+            .map_err(|e| QueueError(DisplayErrorContext(e).to_string()))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_round_up_to_whole_seconds_so_nothing_arrives_early() {
+        assert_eq!(delay_seconds(Duration::ZERO), 0);
+        assert_eq!(delay_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(delay_seconds(Duration::from_millis(1500)), 2);
+        assert_eq!(delay_seconds(Duration::from_secs(2)), 2);
+    }
+
+    #[test]
+    fn delays_beyond_fifteen_minutes_are_capped() {
+        assert_eq!(delay_seconds(Duration::from_millis(899_001)), 900);
+        assert_eq!(delay_seconds(MAX_DELAY), 900);
+        assert_eq!(delay_seconds(Duration::from_secs(3600)), 900);
+        assert_eq!(delay_seconds(Duration::MAX), 900);
+    }
+}

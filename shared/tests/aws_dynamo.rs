@@ -1,0 +1,375 @@
+//! The task store contract and the DynamoDB-specific promises, against a DynamoDB emulator:
+//! moto in the test command (`scripts/aws-emulator.sh start`), or Amazon's DynamoDB Local
+//! (`scripts/dynamodb-local.sh start`, which needs an AWS account under its licence).
+//!
+//! The endpoint comes from `DYNAMODB_ENDPOINT`, else `AWS_ENDPOINT_URL_DYNAMODB`. Without either
+//! the tests print a loud SKIPPED line and pass — unless `REQUIRE_EMULATORS` is set (to
+//! anything but empty or `0`; CI sets `1`), where a missing emulator is a failure.
+//!
+//! ```text
+//! scripts/aws-emulator.sh start
+//! DYNAMODB_ENDPOINT=$(cat .tools/moto/endpoint) cargo test -p mcp-tasks-core --features aws --test aws_dynamo
+//! ```
+//!
+//! Credentials and region: the environment's when `AWS_ACCESS_KEY_ID` is set, otherwise dummy
+//! ones (`test`/`test`, `us-east-1`), so a run never reaches for instance metadata or a real
+//! account's configuration. Every store gets a fresh table with a random name.
+//!
+//! DynamoDB Local updates its global secondary indexes synchronously; real DynamoDB does so
+//! within about a second, so against AWS the listing checks here (and the contract's) could
+//! see a write late. Point these tests at the emulator.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::{Credentials, Region};
+use aws_sdk_dynamodb::types::{AttributeValue, TimeToLiveStatus};
+use mcp_tasks_core::aws::dynamo::{self, DynamoStore};
+use mcp_tasks_core::store::{MAX_RECORD_BYTES, StoreError, TaskKey, TaskStore, contract};
+use mcp_tasks_core::task::{TaskRecord, TaskStatus, new_task_id};
+use serde_json::json;
+
+fn endpoint() -> Option<String> {
+    let found = ["DYNAMODB_ENDPOINT", "AWS_ENDPOINT_URL_DYNAMODB"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()));
+    if found.is_none() {
+        let required = std::env::var("REQUIRE_EMULATORS").is_ok_and(|v| !v.is_empty() && v != "0");
+        assert!(
+            !required,
+            "REQUIRE_EMULATORS is set but neither DYNAMODB_ENDPOINT nor AWS_ENDPOINT_URL_DYNAMODB \
+             is (start one with scripts/aws-emulator.sh start)"
+        );
+        // Straight to stderr: libtest captures `eprintln!` of passing tests, and a skip must
+        // be seen. Once per run, not once per test.
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            let _ = writeln!(
+                std::io::stderr(),
+                "\n*** SKIPPED aws_dynamo: no DynamoDB endpoint (start it with \
+                 scripts/aws-emulator.sh start, then set DYNAMODB_ENDPOINT=$(cat \
+                 .tools/moto/endpoint)) ***\n"
+            );
+        });
+    }
+    found
+}
+
+/// A client for the emulator, or `None` (after the SKIPPED line) when there is none.
+async fn client() -> Option<Client> {
+    let endpoint = endpoint()?;
+    let mut loader =
+        aws_config::defaults(aws_config::BehaviorVersion::latest()).endpoint_url(endpoint);
+    if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() {
+        loader = loader.credentials_provider(Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "aws_dynamo test",
+        ));
+    }
+    if std::env::var_os("AWS_REGION").is_none() && std::env::var_os("AWS_DEFAULT_REGION").is_none()
+    {
+        loader = loader.region(Region::new("us-east-1"));
+    }
+    Some(Client::new(&loader.load().await))
+}
+
+fn unique_table() -> String {
+    format!(
+        "mcp-tasks-test-{}",
+        ulid::Ulid::new().to_string().to_lowercase()
+    )
+}
+
+/// A store on a fresh table.
+async fn fresh_store(client: &Client) -> DynamoStore {
+    let name = unique_table();
+    dynamo::create_table(client, &name).await.unwrap();
+    DynamoStore::new(client.clone(), name)
+}
+
+/// Drops a test table (the emulator is in memory; this keeps long sessions small).
+async fn drop_table(client: &Client, name: &str) {
+    let _ = client.delete_table().table_name(name).send().await;
+}
+
+async fn raw_item(
+    client: &Client,
+    table: &str,
+    pk: String,
+) -> Option<HashMap<String, AttributeValue>> {
+    client
+        .get_item()
+        .table_name(table)
+        .key(dynamo::ATTR_PK, AttributeValue::S(pk))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+}
+
+fn task(tenant: &str, ttl_ms: Option<u64>) -> TaskRecord {
+    TaskRecord::new(
+        tenant,
+        new_task_id(),
+        "tool",
+        json!({"n": 1}),
+        ttl_ms,
+        1000,
+        json!({}),
+    )
+}
+
+#[tokio::test]
+async fn dynamo_store_passes_the_contract() {
+    let Some(client) = client().await else { return };
+    let tables = std::sync::Mutex::new(Vec::new());
+    contract::run_all(|| {
+        let client = client.clone();
+        let name = unique_table();
+        tables.lock().unwrap().push(name.clone());
+        async move {
+            dynamo::create_table(&client, &name).await.unwrap();
+            DynamoStore::new(client, name)
+        }
+    })
+    .await;
+    for name in tables.into_inner().unwrap() {
+        drop_table(&client, &name).await;
+    }
+}
+
+#[tokio::test]
+async fn create_table_is_idempotent_and_enables_ttl_in_seconds() {
+    let Some(client) = client().await else { return };
+    let store = fresh_store(&client).await;
+    dynamo::create_table(&client, store.table_name())
+        .await
+        .unwrap();
+    let ttl = client
+        .describe_time_to_live()
+        .table_name(store.table_name())
+        .send()
+        .await
+        .unwrap();
+    let d = ttl.time_to_live_description().unwrap();
+    assert_eq!(d.attribute_name(), Some(dynamo::ATTR_TTL));
+    assert!(matches!(
+        d.time_to_live_status(),
+        Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)
+    ));
+
+    let mut t = task("a", Some(90_500));
+    t.created_at_ms = 1_700_000_000_123;
+    store.create(&t).await.unwrap();
+    let item = raw_item(&client, store.table_name(), dynamo::pk("a", &t.task_id))
+        .await
+        .unwrap();
+    // 1_700_000_090_623 ms is 1_700_000_090.623 s: DynamoDB gets whole seconds, rounded up so
+    // it never deletes a task before the engine considers it expired.
+    assert_eq!(item[dynamo::ATTR_TTL].as_n().unwrap(), "1700000091");
+    assert_eq!(
+        item[dynamo::ATTR_EXPIRES_MS].as_n().unwrap(),
+        "1700000090623"
+    );
+
+    let forever = task("a", None);
+    store.create(&forever).await.unwrap();
+    let item = raw_item(
+        &client,
+        store.table_name(),
+        dynamo::pk("a", &forever.task_id),
+    )
+    .await
+    .unwrap();
+    assert!(!item.contains_key(dynamo::ATTR_TTL));
+    assert!(!item.contains_key(dynamo::ATTR_EXPIRES_MS));
+    drop_table(&client, store.table_name()).await;
+}
+
+#[tokio::test]
+async fn a_task_is_never_readable_or_writable_from_another_tenant() {
+    let Some(client) = client().await else { return };
+    let store = fresh_store(&client).await;
+    // Task ids may contain '#': ("a#b", "c") and ("a", "b#c") must stay two different tasks.
+    let mut one = task("a#b", None);
+    one.task_id = "c".into();
+    let mut two = task("a", None);
+    two.task_id = "b#c".into();
+    store.create(&one).await.unwrap();
+    store.create(&two).await.unwrap();
+    assert_eq!(store.get("a#b", "c").await.unwrap(), Some(one.clone()));
+    assert_eq!(store.get("a", "b#c").await.unwrap(), Some(two.clone()));
+
+    let t = task("tenant-a", None);
+    store.create(&t).await.unwrap();
+    for other in ["tenant-b", "tenant-a#", "", "tenant"] {
+        assert_eq!(
+            store.get(other, &t.task_id).await.unwrap(),
+            None,
+            "{other:?}"
+        );
+        let mut foreign = t.clone();
+        foreign.tenant = other.into();
+        foreign.status = TaskStatus::Cancelled;
+        assert!(matches!(
+            store.update(&foreign).await,
+            Err(StoreError::Conflict)
+        ));
+        store.delete(other, &t.task_id).await.unwrap();
+        // A failed conditional update must not have created an item under the foreign key.
+        assert!(
+            raw_item(&client, store.table_name(), dynamo::pk(other, &t.task_id))
+                .await
+                .is_none()
+        );
+    }
+    assert_eq!(store.get("tenant-a", &t.task_id).await.unwrap(), Some(t));
+    drop_table(&client, store.table_name()).await;
+}
+
+#[tokio::test]
+async fn oversized_records_are_refused_and_store_nothing() {
+    let Some(client) = client().await else { return };
+    let store = fresh_store(&client).await;
+    let mut huge = task("a", None);
+    huge.arguments = json!("y".repeat(MAX_RECORD_BYTES));
+    assert!(
+        matches!(store.create(&huge).await, Err(StoreError::TooLarge(n)) if n > MAX_RECORD_BYTES)
+    );
+    assert!(
+        raw_item(&client, store.table_name(), dynamo::pk("a", &huge.task_id))
+            .await
+            .is_none()
+    );
+
+    let small = task("a", None);
+    store.create(&small).await.unwrap();
+    let mut done = store.get("a", &small.task_id).await.unwrap().unwrap();
+    done.complete(json!({"content": [{"type": "text", "text": "z".repeat(MAX_RECORD_BYTES)}]}))
+        .unwrap();
+    assert!(matches!(
+        store.update(&done).await,
+        Err(StoreError::TooLarge(_))
+    ));
+    let now = store.get("a", &small.task_id).await.unwrap().unwrap();
+    assert_eq!(now, small, "a refused update changes nothing");
+    drop_table(&client, store.table_name()).await;
+}
+
+/// Records within MAX_RECORD_BYTES of JSON that DynamoDB would refuse as native attributes:
+/// the adapter stores their structured fields as JSON text, so they fit as they do locally.
+#[tokio::test]
+async fn records_that_fit_locally_fit_dynamodb_too() {
+    let Some(client) = client().await else { return };
+    let store = fresh_store(&client).await;
+    let mut deep = json!("leaf");
+    for _ in 0..40 {
+        deep = json!({ "d": deep });
+    }
+    let cases = [
+        ("nested 40 levels", deep),
+        (
+            "numbers beyond DynamoDB's range",
+            json!({"big": 1e300, "tiny": 1e-200}),
+        ),
+        // ~340 KB of JSON, ~510 KB in DynamoDB's accounting (3 bytes an element).
+        ("long lists of small numbers", json!(vec![7; 170_000])),
+    ];
+    for (what, args) in cases {
+        let mut t = task("a", Some(600_000));
+        t.arguments = args;
+        t.checkpoint = json!({"step": 1.5, "list": [1, 2, 3]});
+        // DynamoDB refuses the plain serde_dynamo item (this is why the fallback exists)...
+        let mut plain: HashMap<String, AttributeValue> =
+            serde_dynamo::aws_sdk_dynamodb_1::to_item(&t).unwrap();
+        plain.insert(
+            dynamo::ATTR_PK.into(),
+            AttributeValue::S(format!("plain#{}", t.task_id)),
+        );
+        let refused = client
+            .put_item()
+            .table_name(store.table_name())
+            .set_item(Some(plain))
+            .send()
+            .await;
+        eprintln!(
+            "{what}: plain serde_dynamo item accepted by the emulator: {}",
+            refused.is_ok()
+        );
+
+        store
+            .create(&t)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let read = store.get("a", &t.task_id).await.unwrap().unwrap();
+        assert_eq!(read, t, "{what}");
+        let mut next = read.clone();
+        next.status_message = Some("moved".into());
+        let v = store.update(&next).await.unwrap();
+        assert_eq!(v, t.version + 1);
+        let keys = store.list_active(None, 100).await.unwrap();
+        assert!(
+            keys.iter().any(|k| k.task_id == t.task_id),
+            "{what}: listed"
+        );
+        let expired = store
+            .list_expired(t.expires_at_ms().unwrap(), 100)
+            .await
+            .unwrap();
+        assert!(
+            expired.iter().any(|k| k.task_id == t.task_id),
+            "{what}: expiry index"
+        );
+    }
+    drop_table(&client, store.table_name()).await;
+}
+
+/// Paging crosses index shards: every page but the last is full, `after` may be a key that has
+/// since left the index, and terminal tasks drop out of the listing.
+#[tokio::test]
+async fn active_listing_pages_across_shards() {
+    let Some(client) = client().await else { return };
+    let store = fresh_store(&client).await;
+    let mut all = Vec::new();
+    for i in 0..40 {
+        let t = task(&format!("t{}", i % 4), None);
+        store.create(&t).await.unwrap();
+        all.push(t);
+    }
+    let mut pages = Vec::new();
+    let mut after: Option<TaskKey> = None;
+    loop {
+        let page = store.list_active(after.as_ref(), 6).await.unwrap();
+        let short = page.len() < 6;
+        after = page.last().cloned();
+        pages.push(page);
+        if short {
+            break;
+        }
+    }
+    let listed: Vec<TaskKey> = pages.concat();
+    assert_eq!(listed.len(), 40);
+    assert_eq!(pages.len(), 7, "six full pages and one of four");
+
+    // Continue after a key that has since finished (it left the index).
+    let pivot = listed[9].clone();
+    let mut done = store
+        .get(&pivot.tenant, &pivot.task_id)
+        .await
+        .unwrap()
+        .unwrap();
+    done.cancel().unwrap();
+    store.update(&done).await.unwrap();
+    let rest = store.list_active(Some(&pivot), 100).await.unwrap();
+    assert_eq!(rest, listed[10..].to_vec());
+    let everything = store.list_active(None, 100).await.unwrap();
+    assert_eq!(everything.len(), 39);
+    assert!(!everything.contains(&pivot));
+    assert!(store.list_active(None, 0).await.unwrap().is_empty());
+    drop_table(&client, store.table_name()).await;
+}

@@ -1,0 +1,174 @@
+//! The queue contract against SQS, through an emulator (`scripts/aws-emulator.sh start`).
+//!
+//! The endpoint comes from `SQS_ENDPOINT`, else `AWS_ENDPOINT_URL_SQS`. Without either the test
+//! prints a loud SKIPPED line and passes — unless `REQUIRE_EMULATORS` is set (to anything but
+//! empty or `0`; CI sets `1`), where a missing emulator is a failure.
+//!
+//! ```text
+//! scripts/aws-emulator.sh start
+//! SQS_ENDPOINT=$(cat .tools/moto/endpoint) cargo test -p mcp-tasks-core --features aws --test aws_sqs
+//! ```
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::config::{Credentials, Region};
+use mcp_tasks_core::aws::sqs::SqsQueue;
+use mcp_tasks_core::queue::{WorkKind, WorkMessage, WorkQueue, contract};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+fn endpoint() -> Option<String> {
+    let found = ["SQS_ENDPOINT", "AWS_ENDPOINT_URL_SQS"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()));
+    if found.is_none() {
+        let required = std::env::var("REQUIRE_EMULATORS").is_ok_and(|v| !v.is_empty() && v != "0");
+        assert!(
+            !required,
+            "REQUIRE_EMULATORS is set but neither SQS_ENDPOINT nor AWS_ENDPOINT_URL_SQS is set \
+             (start one with scripts/aws-emulator.sh start)"
+        );
+        // Once, straight to the process's stderr: the test harness captures `eprintln!` of
+        // passing tests, and a skip must be seen.
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                b"\n*** SKIPPED aws_sqs: no SQS emulator (scripts/aws-emulator.sh start, then \
+                  SQS_ENDPOINT=$(cat .tools/moto/endpoint)) ***\n",
+            );
+        });
+    }
+    found
+}
+
+/// A client for the emulator: fixed region and dummy credentials, so the test never reaches
+/// for a real account's configuration.
+async fn client(endpoint: &str) -> Client {
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("test", "test", None, None, "aws_sqs test"))
+        .endpoint_url(endpoint)
+        .load()
+        .await;
+    Client::new(&config)
+}
+
+/// A queue of its own for each run, so leftovers of an earlier run cannot be received.
+fn unique_name() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    format!("mcp-tasks-contract-{}-{nanos}", std::process::id())
+}
+
+/// Receives one message, waiting up to `wait`; deletes what it receives (as the Lambda event
+/// source mapping does after a successful invocation). Bodies must parse as [`WorkMessage`].
+struct Receiver {
+    client: Client,
+    url: String,
+    buffer: Mutex<VecDeque<WorkMessage>>,
+}
+
+impl Receiver {
+    async fn recv(&self, wait: Duration) -> Option<WorkMessage> {
+        let until = Instant::now() + wait;
+        loop {
+            if let Some(m) = self.buffer.lock().await.pop_front() {
+                return Some(m);
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            // Long polling counts whole seconds; below one second, poll briefly and often.
+            let wait_secs = left.as_secs().min(20) as i32;
+            let out = self
+                .client
+                .receive_message()
+                .queue_url(&self.url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(wait_secs)
+                .visibility_timeout(60)
+                .send()
+                .await
+                .expect("ReceiveMessage");
+            let messages = out.messages();
+            for m in messages {
+                let body = m.body().expect("a message body");
+                let msg: WorkMessage =
+                    serde_json::from_str(body).expect("the body is a JSON WorkMessage");
+                self.client
+                    .delete_message()
+                    .queue_url(&self.url)
+                    .receipt_handle(m.receipt_handle().expect("a receipt handle"))
+                    .send()
+                    .await
+                    .expect("DeleteMessage");
+                self.buffer.lock().await.push_back(msg);
+            }
+            if messages.is_empty() && wait_secs == 0 {
+                tokio::time::sleep(left.min(Duration::from_millis(100))).await;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn sqs_queue_passes_the_queue_contract() {
+    let Some(endpoint) = endpoint() else { return };
+    let client = client(&endpoint).await;
+    let url = SqsQueue::create_queue(&client, &unique_name())
+        .await
+        .expect("CreateQueue");
+    let queue = SqsQueue::new(client.clone(), url.clone());
+    let rx = Arc::new(Receiver {
+        client: client.clone(),
+        url: url.clone(),
+        buffer: Mutex::new(VecDeque::new()),
+    });
+
+    contract::run_all(&queue, |wait| {
+        let rx = rx.clone();
+        async move { rx.recv(wait).await }
+    })
+    .await;
+
+    // Beyond SQS's 15-minute maximum the delay is capped, not refused.
+    let far = WorkMessage {
+        tenant: "contract".into(),
+        task_id: "tsk_contract_far".into(),
+        kind: WorkKind::Continue,
+    };
+    queue
+        .enqueue(far, Duration::from_secs(3600))
+        .await
+        .expect("a delay beyond 900 s is capped and accepted");
+    assert_eq!(rx.recv(Duration::from_millis(500)).await, None);
+
+    let _ = client.delete_queue().queue_url(&url).send().await;
+}
+
+#[tokio::test]
+async fn sending_to_a_missing_queue_is_an_error_not_a_panic() {
+    let Some(endpoint) = endpoint() else { return };
+    let client = client(&endpoint).await;
+    let queue = SqsQueue::new(
+        client,
+        format!("{endpoint}/000000000000/mcp-tasks-no-such-queue"),
+    );
+    let msg = WorkMessage {
+        tenant: "contract".into(),
+        task_id: "tsk_contract_none".into(),
+        kind: WorkKind::Start,
+    };
+    let err = queue
+        .enqueue(msg, Duration::ZERO)
+        .await
+        .expect_err("sending to a missing queue fails");
+    assert!(!err.0.is_empty());
+}

@@ -1,0 +1,198 @@
+//! The OAuth resource server, black-box: tokens checked on every request, metadata served,
+//! and tenants that can never see each other's tasks.
+
+mod support;
+
+use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+use serde_json::{Value, json};
+use support::{Client, Server, data_dir};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/auth");
+const AUDIENCE: &str = "http://mcp.test/mcp";
+const ISSUER: &str = "https://issuer.test";
+
+fn start() -> (Server, tempfile::TempDir) {
+    let dir = data_dir();
+    let jwks = format!("{FIXTURES}/jwks.json");
+    let s = Server::start(
+        dir.path(),
+        &[
+            "--auth",
+            "jwt",
+            "--issuer",
+            ISSUER,
+            "--audience",
+            AUDIENCE,
+            "--jwks-file",
+            &jwks,
+        ],
+    );
+    (s, dir)
+}
+
+fn token_with(claims: Value, key_file: &str, kid: &str) -> String {
+    let pem = std::fs::read(format!("{FIXTURES}/{key_file}")).unwrap();
+    let mut h = Header::new(Algorithm::EdDSA);
+    h.kid = Some(kid.into());
+    encode(&h, &claims, &EncodingKey::from_ed_pem(&pem).unwrap()).unwrap()
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn claims(tenant: &str) -> Value {
+    json!({"iss": ISSUER, "aud": AUDIENCE, "sub": tenant, "exp": now() + 600})
+}
+
+fn token(tenant: &str) -> String {
+    token_with(claims(tenant), "test-signing-key.pem", "test-key-1")
+}
+
+/// POSTs a tools/list with the given Authorization header (or none).
+async fn post(c: &Client, auth: Option<&str>) -> (u16, Option<String>) {
+    let body = c.body("tools/list", json!({}));
+    let mut h = Client::headers(&body);
+    if let Some(a) = auth {
+        h.push(("authorization".into(), a.into()));
+    }
+    let resp = reqwest::Client::new()
+        .post(&c.url)
+        .body(body.to_string())
+        .headers(
+            h.iter()
+                .map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap()))
+                .collect(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let challenge = resp
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_owned());
+    (resp.status().as_u16(), challenge)
+}
+
+#[tokio::test]
+async fn missing_and_bad_tokens_get_401_with_the_metadata_challenge() {
+    let (s, _d) = start();
+    let c = s.client();
+    let (status, challenge) = post(&c, None).await;
+    assert_eq!(status, 401);
+    assert_eq!(
+        challenge.unwrap(),
+        "Bearer resource_metadata=\"http://mcp.test/.well-known/oauth-protected-resource/mcp\""
+    );
+    let t = now();
+    let bad = [
+        token_with(
+            json!({"iss": ISSUER, "aud": AUDIENCE, "sub": "a", "exp": t - 3600}),
+            "test-signing-key.pem",
+            "test-key-1",
+        ),
+        token_with(
+            json!({"iss": ISSUER, "aud": "http://other/mcp", "sub": "a", "exp": t + 600}),
+            "test-signing-key.pem",
+            "test-key-1",
+        ),
+        token_with(
+            json!({"iss": "https://evil.test", "aud": AUDIENCE, "sub": "a", "exp": t + 600}),
+            "test-signing-key.pem",
+            "test-key-1",
+        ),
+        token_with(claims("a"), "other-signing-key.pem", "test-key-1"),
+        token_with(claims("a"), "test-signing-key.pem", "unknown-kid"),
+        "garbage".to_owned(),
+    ];
+    for tok in bad {
+        let (status, challenge) = post(&c, Some(&format!("Bearer {tok}"))).await;
+        assert_eq!(status, 401);
+        let ch = challenge.unwrap();
+        assert!(
+            ch.starts_with("Bearer error=\"invalid_token\", resource_metadata="),
+            "{ch}"
+        );
+    }
+    let (status, _) = post(&c, Some(&format!("Bearer {}", token("a")))).await;
+    assert_eq!(status, 200);
+    assert!(
+        !s.log.lock().unwrap().contains(&token("a")[..20]),
+        "tokens never reach the log"
+    );
+}
+
+#[tokio::test]
+async fn protected_resource_metadata_is_served_at_both_paths() {
+    let (s, _d) = start();
+    let base = s.url.trim_end_matches("/mcp").to_owned();
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    ] {
+        let r = reqwest::get(format!("{base}{path}")).await.unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{path}");
+        let doc: Value = r.json().await.unwrap();
+        assert_eq!(doc["resource"], AUDIENCE);
+        assert_eq!(doc["authorization_servers"], json!([ISSUER]));
+    }
+}
+
+/// A request's answer with its JSON-RPC id removed, for byte comparison.
+async fn answer_without_id(c: &Client, tok: &str, method: &str, params: Value) -> (u16, String) {
+    let body = c.body(method, params);
+    let mut h = Client::headers(&body);
+    h.push(("authorization".into(), format!("Bearer {tok}")));
+    let a = c.post_raw(body.to_string().as_bytes(), &h).await;
+    let id = body["id"].to_string();
+    (
+        a.status,
+        a.text.replace(&format!("\"id\":{id}"), "\"id\":_"),
+    )
+}
+
+#[tokio::test]
+async fn another_tenants_task_is_indistinguishable_from_a_missing_one() {
+    let (s, _d) = start();
+    let c = s.client().with_tasks();
+    let (a, b) = (token("tenant-a"), token("tenant-b"));
+    // Tenant A starts a task that waits for input.
+    let body = c.body(
+        "tools/call",
+        json!({"name": "confirm_action", "arguments": {"action": "Pay", "target": "invoice 7"}}),
+    );
+    let mut h = Client::headers(&body);
+    h.push(("authorization".into(), format!("Bearer {a}")));
+    let created = c.post_raw(body.to_string().as_bytes(), &h).await.json();
+    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let ghost = "tsk_01M8P00000000000000000000000000000000000000";
+    for (method, extra) in [
+        ("tasks/get", json!({})),
+        (
+            "tasks/update",
+            json!({"inputResponses": {"confirm": {"action": "accept", "content": {"confirm": true}}}}),
+        ),
+        ("tasks/cancel", json!({})),
+    ] {
+        let mut p = extra.clone();
+        p["taskId"] = json!(id);
+        let foreign = answer_without_id(&c, &b, method, p).await;
+        let mut p = extra.clone();
+        p["taskId"] = json!(ghost);
+        let missing = answer_without_id(&c, &b, method, p).await;
+        assert_eq!(foreign.0, missing.0, "{method}");
+        assert_eq!(
+            foreign.1.replace(&id, "ID"),
+            missing.1.replace(ghost, "ID"),
+            "{method}: byte-identical apart from the id"
+        );
+        assert!(foreign.1.contains("-32602"), "{method}: {}", foreign.1);
+    }
+    // Tenant B's attempts changed nothing: A's task still waits for input.
+    let (_, own) = answer_without_id(&c, &a, "tasks/get", json!({"taskId": id})).await;
+    let own: Value = serde_json::from_str(&own.replace("\"id\":_", "\"id\":0")).unwrap();
+    assert_eq!(own["result"]["status"], "input_required");
+}
