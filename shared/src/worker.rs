@@ -411,7 +411,13 @@ impl Worker {
             .as_ref()
             .is_none_or(|l| l.expires_at_ms < now + self.settings.lease.as_millis() as u64 / 2);
         adopt(task, stored);
-        if renew || (msg.is_some() && msg != task.status_message) {
+        // Progress is flushed at most once per checkpoint interval: each write costs a store
+        // write (a DynamoDB write unit), and clients poll far less often than steps report.
+        let progress_due = msg.is_some()
+            && msg != task.status_message
+            && now.saturating_sub(task.last_updated_at_ms)
+                >= self.settings.checkpoint_every.as_millis() as u64;
+        if renew || progress_due {
             if let Some(m) = msg {
                 task.status_message = Some(m);
             }
