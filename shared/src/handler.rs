@@ -227,7 +227,7 @@ impl McpService {
         if req.path != self.config.endpoint_path {
             return Reply::error(
                 None,
-                &McpError::method_not_found(&req.path).with_status(404),
+                &McpError::invalid_request("No MCP endpoint at this path").with_status(404),
             );
         }
         if let Err(e) = self.check_host(&req.headers) {
