@@ -38,4 +38,7 @@ cargo test --workspace --all-features
 stage "conformance (tests/conformance/run.sh)"
 bash tests/conformance/run.sh
 
+stage "peers (scripts/peers.sh: the official SDK clients against the local server)"
+bash scripts/peers.sh
+
 stage "all checks passed"

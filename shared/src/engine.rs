@@ -219,6 +219,28 @@ impl Engine {
         }
     }
 
+    /// The caller's non-terminal (and unexpired) tasks, oldest first: the 2025-11-25
+    /// `tasks/list` of the legacy lane. It walks every active key and keeps the tenant's, so
+    /// it costs one pass over all active tasks; a store with a tenant-keyed listing would
+    /// make this one query. Terminal tasks are not listed (the port only lists active ones).
+    pub async fn list_active_of(&self, tenant: &str) -> Result<Vec<TaskRecord>, McpError> {
+        let keys = self
+            .all_active()
+            .await
+            .map_err(|e| internal("listing tasks failed", e))?;
+        let now = now_ms();
+        let mut out = Vec::new();
+        for k in keys.into_iter().filter(|k| k.tenant == tenant) {
+            match self.store.get(&k.tenant, &k.task_id).await {
+                Ok(Some(t)) if !t.is_expired(now) && !t.status.is_terminal() => out.push(t),
+                Ok(_) => {}
+                Err(e) => return Err(internal("reading a task failed", e)),
+            }
+        }
+        out.sort_by(|a, b| (a.created_at_ms, &a.task_id).cmp(&(b.created_at_ms, &b.task_id)));
+        Ok(out)
+    }
+
     /// Start-up recovery for a store this process owns alone (the embedded store): every
     /// lease belongs to a process that is gone, so it is released and the task re-enqueued.
     pub async fn recover(&self) -> Result<usize, StoreError> {

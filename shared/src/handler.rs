@@ -25,6 +25,8 @@ use crate::protocol::{
 };
 use crate::tools::{Policy, Preflight, Registry, Tool};
 
+mod legacy;
+
 /// How long a `requestState` stays valid (a human may take a while to answer).
 pub const MAX_STATE_AGE_MS: u64 = 24 * 3600 * 1000;
 
@@ -273,6 +275,11 @@ impl McpService {
             }
             Err((id, e)) => return Reply::error(id.as_ref(), &e),
         };
+        // Clients that do not speak 2026-07-28 (no `_meta` envelope, a 2025 or no version
+        // header) are served by the legacy lane; everything else is untouched.
+        if legacy::is_legacy(&request, &req.headers) {
+            return self.legacy(&request, &tenant).await;
+        }
         let sse_ok = accepts_sse(&req.headers);
         match self.dispatch(&request, &req.headers, &tenant, sse_ok).await {
             Ok(reply) => reply,

@@ -201,6 +201,38 @@ impl Client {
         }
     }
 
+    /// POSTs a legacy (2025-06-18 / 2025-11-25) request: no `_meta` envelope, no `Mcp-*`
+    /// headers, `MCP-Protocol-Version` only when `version` is given. The answer is NOT checked
+    /// against the 2026-07-28 schema (it is a 2025 answer); tests/legacy.rs checks the 2025-11-25
+    /// shapes by hand.
+    pub async fn legacy_send(&self, version: Option<&str>, method: &str, params: Value) -> Answer {
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let mut rb = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(serde_json::to_vec(&body).unwrap());
+        if let Some(v) = version {
+            rb = rb.header("mcp-protocol-version", v);
+        }
+        let resp = rb.send().await.expect("request");
+        let status = resp.status().as_u16();
+        let content_type = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let text = resp.text().await.unwrap_or_default();
+        Answer {
+            status,
+            content_type,
+            text,
+        }
+    }
+
     /// Sends a well-formed request and returns the raw answer.
     pub async fn send(&self, method: &str, params: Value) -> Answer {
         let body = self.body(method, params);

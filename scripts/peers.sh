@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Drives a freshly built `mcp-tasks serve` (built-in tools, throwaway data dir, free localhost
+# port) with the pinned official SDK clients (scripts/install-peers.sh). Any failed check fails.
+#   bash scripts/peers.sh                 # every peer
+#   PEERS="ts-sdk1" bash scripts/peers.sh # one peer (ts-sdk1, py-mcp2)
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+die() { echo "peers: $*" >&2; exit 1; }
+
+bash scripts/install-peers.sh || die "installing the peers failed"
+cargo build -p mcp-tasks || die "cargo build -p mcp-tasks failed"
+target_dir="${CARGO_TARGET_DIR:-target}"
+case "$target_dir" in /*) ;; *) target_dir="$root/$target_dir" ;; esac
+bin="$target_dir/debug/mcp-tasks"
+
+data_dir="$(mktemp -d "${TMPDIR:-/tmp}/mcp-tasks-peers-data.XXXXXX")"
+server_log="$(mktemp "${TMPDIR:-/tmp}/mcp-tasks-peers-server.XXXXXX")"
+server_pid=""
+cleanup() {
+  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid" 2>/dev/null
+    wait "$server_pid" 2>/dev/null
+  fi
+  rm -rf "$data_dir"
+}
+trap cleanup EXIT
+
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+url="http://127.0.0.1:$port/mcp"
+"$bin" serve --listen "127.0.0.1:$port" --data-dir "$data_dir" >"$server_log" 2>&1 &
+server_pid=$!
+deadline=$((SECONDS + 30))
+until timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null; do
+  kill -0 "$server_pid" 2>/dev/null || { tail -n 50 "$server_log"; die "server exited"; }
+  [ "$SECONDS" -lt "$deadline" ] || { tail -n 50 "$server_log"; die "server did not listen"; }
+  sleep 0.2
+done
+echo "peers: server pid $server_pid at $url"
+
+failed=()
+for peer in ${PEERS:-ts-sdk1 py-mcp2}; do
+  echo "--- peer $peer"
+  case "$peer" in
+    ts-sdk1)
+      timeout 180 .tools/bin/node22 tests/peers/ts-sdk1-legacy.mjs \
+        .tools/peers/ts-sdk1/node_modules/@modelcontextprotocol/sdk "$url" || failed+=("$peer")
+      ;;
+    py-mcp2)
+      timeout 180 .tools/peers/py-mcp2/bin/python tests/peers/py-mcp2-modern.py "$url" || failed+=("$peer")
+      ;;
+    *) echo "peers: unknown peer $peer"; failed+=("$peer") ;;
+  esac
+done
+if [ "${#failed[@]}" -gt 0 ]; then
+  echo "--- server log (last 50 lines) ---"
+  tail -n 50 "$server_log"
+  rm -f "$server_log"
+  die "failed: ${failed[*]}"
+fi
+rm -f "$server_log"
+echo "peers: all passed"

@@ -1,0 +1,467 @@
+//! The legacy lane: clients that speak 2025-06-18 or 2025-11-25 instead of 2026-07-28.
+//!
+//! A request is legacy when it carries no 2026-07-28 `_meta` envelope (no
+//! `_meta["io.modelcontextprotocol/protocolVersion"]`) **and** its `MCP-Protocol-Version`
+//! header is absent or one of [`LEGACY_VERSIONS`]. Everything else — including every request
+//! of the conformance suite, and `server/discover` always — takes the 2026-07-28 path, which
+//! is unchanged (`initialize` there stays `-32601`/404).
+//!
+//! The lane is stateless like the rest of the server:
+//! - `initialize` is answered without creating a session and without `Mcp-Session-Id` (the
+//!   2025 transports make the session optional; the TypeScript SDK 1.x client only echoes
+//!   an id the server sent). Any instance can serve any later request.
+//! - `GET` on the endpoint stays `405` (handled before this module): 2025-11-25 lets a server
+//!   without a standalone SSE stream answer 405, and this server never sends server→client
+//!   requests or unsolicited notifications.
+//! - JSON-RPC errors are sent with HTTP 200: in 2025 transports a 404 means "session
+//!   expired, initialize again" and the SDK clients turn any non-2xx into a transport error
+//!   that hides the JSON-RPC code.
+//! - The 2025-11-25 experimental tasks (`params.task`, `execution.taskSupport`, `tasks/get`,
+//!   `tasks/result`, `tasks/cancel`, `tasks/list`) are served from the same engine, store and
+//!   worker as SEP-2663 tasks: a task is a task whichever era created it.
+//! - `tasks/result` blocks, as 2025-11-25 says, but only up to the synchronous budget
+//!   (`ServiceConfig::sync_budget`, 25 s by default, under API Gateway's 29 s): a task that is
+//!   still not terminal by then gets `-32602` with `data.status`, and the client polls
+//!   `tasks/get` and asks again.
+//! - Legacy calls carry no client capabilities the server could rely on (stateless: the
+//!   `initialize` capabilities are not remembered), and the lane has no channel for
+//!   server→client requests, so tools that need elicitation are refused as they are for a
+//!   2026 client that does not declare it.
+
+use http::HeaderMap;
+use serde_json::{Map, Value, json};
+
+use super::{CallOutcome, McpService, Reply};
+use crate::jobs::{JobContext, ProgressSink};
+use crate::protocol::envelope::Request;
+use crate::protocol::{McpError, failure, meta, success};
+use crate::task::{TaskRecord, TaskStatus};
+use crate::tools::{Policy, Preflight};
+
+/// The versions the legacy lane speaks, newest first.
+pub(super) const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18"];
+
+/// `_meta` key that ties a `tasks/result` answer to its task (2025-11-25).
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
+/// Largest `tasks/list` page.
+const LIST_PAGE: usize = 100;
+
+/// Whether a request does not speak 2026-07-28 and belongs to the legacy lane.
+pub(super) fn is_legacy(req: &Request, headers: &HeaderMap) -> bool {
+    if req.method == "server/discover" {
+        return false;
+    }
+    let has_2026_meta = req
+        .params
+        .get("_meta")
+        .and_then(|m| m.get(meta::PROTOCOL_VERSION))
+        .is_some();
+    if has_2026_meta {
+        return false;
+    }
+    let mut versions = headers.get_all("mcp-protocol-version").iter();
+    match (versions.next(), versions.next()) {
+        (None, _) => true,
+        (Some(v), None) => v
+            .to_str()
+            .ok()
+            .map(str::trim)
+            .is_some_and(|v| LEGACY_VERSIONS.contains(&v)),
+        _ => false,
+    }
+}
+
+/// The 2025-11-25 `Task`.
+fn legacy_task(t: &TaskRecord) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("taskId".into(), json!(t.task_id));
+    m.insert("status".into(), json!(t.status.as_str()));
+    if let Some(msg) = &t.status_message {
+        m.insert("statusMessage".into(), json!(msg));
+    }
+    m.insert(
+        "createdAt".into(),
+        json!(crate::clock::iso8601(t.created_at_ms)),
+    );
+    m.insert(
+        "lastUpdatedAt".into(),
+        json!(crate::clock::iso8601(t.last_updated_at_ms)),
+    );
+    m.insert("ttl".into(), json!(t.ttl_ms));
+    m.insert("pollInterval".into(), json!(t.poll_interval_ms));
+    m
+}
+
+/// `execution.taskSupport` for a policy.
+fn task_support(policy: Policy) -> &'static str {
+    match policy {
+        Policy::Sync => "forbidden",
+        Policy::Optional => "optional",
+        Policy::TaskOnly => "required",
+    }
+}
+
+fn task_id_param(req: &Request) -> Result<String, McpError> {
+    match req.params.get("taskId") {
+        Some(Value::String(t)) => Ok(t.clone()),
+        _ => Err(McpError::invalid_params("params.taskId must be a string")),
+    }
+}
+
+/// A 2026 result map made legacy: no `resultType` (the `_meta` is kept).
+fn strip(mut m: Map<String, Value>) -> Map<String, Value> {
+    m.remove("resultType");
+    m
+}
+
+impl McpService {
+    /// Serves one legacy request. Errors are JSON-RPC errors with HTTP 200.
+    pub(super) async fn legacy(&self, req: &Request, tenant: &str) -> Reply {
+        let outcome = match self.legacy_dispatch(req, tenant).await {
+            Ok(m) => CallOutcome::Result(m),
+            Err(e) => CallOutcome::Error(e),
+        };
+        match outcome {
+            CallOutcome::Result(m) => Reply::json(200, success(&req.id, m)),
+            CallOutcome::Error(e) => {
+                if e.error.code == crate::protocol::INTERNAL_ERROR {
+                    tracing::warn!(method = %req.method, "legacy request failed with an internal error");
+                }
+                Reply::json(200, failure(Some(&req.id), &e.error))
+            }
+        }
+    }
+
+    async fn legacy_dispatch(
+        &self,
+        req: &Request,
+        tenant: &str,
+    ) -> Result<Map<String, Value>, McpError> {
+        let method = req.method.as_str();
+        if self.config.tasks_only && !method.starts_with("tasks/") {
+            return Err(McpError::method_not_found(method));
+        }
+        match method {
+            "initialize" => Ok(self.legacy_initialize(req)),
+            "ping" => Ok(Map::new()),
+            "tools/list" => {
+                if req.params.get("cursor").is_some_and(|c| !c.is_null()) {
+                    return Err(McpError::invalid_params("Unknown cursor"));
+                }
+                Ok(self.legacy_tools_list())
+            }
+            "tools/call" => self.legacy_call(req, tenant).await,
+            "tasks/get" => {
+                let task = self.engine.get(tenant, &task_id_param(req)?).await?;
+                Ok(legacy_task(&task))
+            }
+            "tasks/cancel" => {
+                let id = task_id_param(req)?;
+                let task = self.engine.get(tenant, &id).await?;
+                if task.status.is_terminal() {
+                    return Err(McpError::invalid_params(format!(
+                        "Task is already {}: it cannot be cancelled",
+                        task.status.as_str()
+                    )));
+                }
+                self.engine.cancel(tenant, &id).await?;
+                // A running job stops within about a second; until then the task reads
+                // `working` (cancellation is asynchronous, as in 2025-11-25).
+                Ok(legacy_task(&self.engine.get(tenant, &id).await?))
+            }
+            "tasks/result" => self.legacy_result(req, tenant).await,
+            "tasks/list" => self.legacy_list(req, tenant).await,
+            _ => Err(McpError::method_not_found(method)),
+        }
+    }
+
+    fn legacy_initialize(&self, req: &Request) -> Map<String, Value> {
+        let requested = req
+            .params
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let version = LEGACY_VERSIONS
+            .iter()
+            .find(|v| **v == requested)
+            .copied()
+            .unwrap_or(LEGACY_VERSIONS[0]);
+        let mut m = Map::new();
+        m.insert("protocolVersion".into(), json!(version));
+        let mut caps = json!({"tools": {"listChanged": false}});
+        if version == "2025-11-25" {
+            caps["tasks"] = json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}});
+        }
+        m.insert("capabilities".into(), caps);
+        m.insert(
+            "serverInfo".into(),
+            json!({"name": self.config.server_name, "version": self.config.server_version}),
+        );
+        m.insert(
+            "instructions".into(),
+            json!(
+                "Long-running tools can run as tasks (params.task): poll tasks/get, read the \
+                 result with tasks/result, stop with tasks/cancel. This server keeps no \
+                 session: every request stands alone."
+            ),
+        );
+        m
+    }
+
+    fn legacy_tools_list(&self) -> Map<String, Value> {
+        let names = self.tools.names();
+        let tools: Vec<Value> = self
+            .tools
+            .list()
+            .as_array()
+            .map(|a| a.as_slice())
+            .unwrap_or(&[])
+            .iter()
+            .zip(names)
+            .map(|(entry, name)| {
+                let mut e = entry.clone();
+                if let Some(t) = self.tools.get(name) {
+                    e["execution"] = json!({"taskSupport": task_support(t.def().policy)});
+                }
+                e
+            })
+            .collect();
+        let mut m = Map::new();
+        m.insert("tools".into(), Value::Array(tools));
+        m
+    }
+
+    async fn legacy_call(
+        &self,
+        req: &Request,
+        tenant: &str,
+    ) -> Result<Map<String, Value>, McpError> {
+        let name = match req.params.get("name") {
+            Some(Value::String(n)) => n.clone(),
+            _ => return Err(McpError::invalid_params("params.name must be a string")),
+        };
+        let Some(tool) = self.tools.get(&name).cloned() else {
+            return Err(McpError::invalid_params(format!(
+                "Unknown tool: {}",
+                crate::protocol::truncate(&name, 64)
+            )));
+        };
+        let arguments = match req.params.get("arguments") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(a @ Value::Object(_)) => a.clone(),
+            Some(_) => {
+                return Err(McpError::invalid_params(
+                    "params.arguments must be an object",
+                ));
+            }
+        };
+        let as_task = match req.params.get("task") {
+            None | Some(Value::Null) => false,
+            Some(Value::Object(_)) => true,
+            Some(_) => return Err(McpError::invalid_params("params.task must be an object")),
+        };
+        let policy = tool.def().policy;
+        let caps = json!({});
+        let ctx = JobContext::new(
+            arguments.clone(),
+            Value::Null,
+            Map::new(),
+            caps.clone(),
+            ProgressSink::latest_only(),
+        );
+        match (policy, as_task) {
+            // 2025-11-25: a task-augmented call to a tool that forbids tasks, or a plain call
+            // to one that requires them, is -32601.
+            (Policy::Sync, true) => Err(with_message(
+                McpError::method_not_found("tools/call"),
+                format!("Tool {name} does not run as a task (taskSupport: forbidden)"),
+            )),
+            (Policy::TaskOnly, false) => Err(with_message(
+                McpError::method_not_found("tools/call"),
+                format!(
+                    "Tool {name} only runs as a task (taskSupport: required): call it with params.task"
+                ),
+            )),
+            (_, true) => {
+                let checkpoint = match tool.preflight(&ctx).await {
+                    Ok(Preflight::Proceed(cp)) => cp,
+                    Ok(Preflight::NeedInput(_)) => return Err(needs_input(&name)),
+                    Err(e) => return self.legacy_job_error(e),
+                };
+                let task = self
+                    .engine
+                    .create_task(tenant, &name, arguments, checkpoint, caps)
+                    .await?;
+                let mut m = Map::new();
+                m.insert("task".into(), Value::Object(legacy_task(&task)));
+                Ok(m)
+            }
+            (_, false) => {
+                match self.run_inline(&tool, ctx, tenant, &name, &arguments).await {
+                    CallOutcome::Result(m)
+                        if m.get("resultType").and_then(Value::as_str)
+                            == Some("input_required") =>
+                    {
+                        Err(needs_input(&name))
+                    }
+                    CallOutcome::Result(m) => Ok(strip(m)),
+                    CallOutcome::Error(mut e)
+                        if e.error.code == crate::protocol::MISSING_CAPABILITY
+                            && policy == Policy::Optional
+                            && e.error.data.as_ref().is_some_and(|d| {
+                                crate::protocol::declares_tasks(&d["requiredCapabilities"])
+                            }) =>
+                    {
+                        // The synchronous budget ran out: the 2026 answer names the tasks
+                        // extension, a legacy client needs to hear about params.task.
+                        e.error.data = None;
+                        Err(with_message(
+                            e,
+                            format!(
+                                "Tool {name} needs longer than the synchronous budget: call \
+                                 it as a task (params.task)"
+                            ),
+                        ))
+                    }
+                    CallOutcome::Error(e) => Err(e),
+                }
+            }
+        }
+    }
+
+    fn legacy_job_error(&self, e: crate::jobs::JobError) -> Result<Map<String, Value>, McpError> {
+        match self.job_error(e) {
+            CallOutcome::Result(m) => Ok(strip(m)),
+            CallOutcome::Error(e) => Err(e),
+        }
+    }
+
+    /// `tasks/result`: the task's `CallToolResult` (or its JSON-RPC error) once terminal,
+    /// waiting up to the synchronous budget for that.
+    async fn legacy_result(
+        &self,
+        req: &Request,
+        tenant: &str,
+    ) -> Result<Map<String, Value>, McpError> {
+        let id = task_id_param(req)?;
+        let deadline = tokio::time::Instant::now() + self.config.sync_budget;
+        let mut gap = std::time::Duration::from_millis(50);
+        let task = loop {
+            let task = self.engine.get(tenant, &id).await?;
+            if task.status.is_terminal() {
+                break task;
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(with_data(
+                    McpError::invalid_params(format!(
+                        "Task is still {} after waiting {} s: poll tasks/get and call \
+                         tasks/result again once it is terminal",
+                        task.status.as_str(),
+                        self.config.sync_budget.as_secs()
+                    )),
+                    json!({"taskId": id, "status": task.status.as_str()}),
+                ));
+            }
+            tokio::time::sleep(gap.min(deadline - now)).await;
+            gap = (gap * 2).min(std::time::Duration::from_millis(500));
+        };
+        let related = json!({RELATED_TASK: {"taskId": task.task_id}});
+        match task.status {
+            TaskStatus::Completed => {
+                let mut m = task
+                    .result
+                    .as_ref()
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_else(|| {
+                        let mut m = Map::new();
+                        m.insert("content".into(), json!([]));
+                        m
+                    });
+                m.remove("resultType");
+                match m.get_mut("_meta") {
+                    Some(Value::Object(own)) => {
+                        own.insert(RELATED_TASK.into(), related[RELATED_TASK].clone());
+                    }
+                    _ => {
+                        m.insert("_meta".into(), related);
+                    }
+                }
+                Ok(m)
+            }
+            TaskStatus::Failed => {
+                Err(McpError::from_object(task.error.clone().unwrap_or_else(
+                    || crate::protocol::ErrorObject::internal("Task failed"),
+                )))
+            }
+            _ => Err(with_data(
+                McpError::invalid_params("Task was cancelled: it has no result"),
+                json!({"taskId": id, "status": "cancelled"}),
+            )),
+        }
+    }
+
+    /// `tasks/list`: the caller's active tasks, oldest first, in pages; the cursor is the
+    /// last task id of the previous page.
+    async fn legacy_list(
+        &self,
+        req: &Request,
+        tenant: &str,
+    ) -> Result<Map<String, Value>, McpError> {
+        let cursor = match req.params.get("cursor") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(c)) => Some(c.clone()),
+            Some(_) => return Err(McpError::invalid_params("params.cursor must be a string")),
+        };
+        let tasks = self.engine.list_active_of(tenant).await?;
+        let start = match &cursor {
+            None => 0,
+            Some(c) => match tasks.iter().position(|t| &t.task_id == c) {
+                Some(i) => i + 1,
+                // The cursor's task finished (or never was ours): restart after the tasks
+                // created no later than it would have been, which a ULID id tells.
+                None if crate::task::is_valid_task_id(c) => tasks
+                    .iter()
+                    .position(|t| t.task_id.as_str() > c.as_str())
+                    .unwrap_or(tasks.len()),
+                None => return Err(McpError::invalid_params("Unknown cursor")),
+            },
+        };
+        let page: Vec<Value> = tasks
+            .iter()
+            .skip(start)
+            .take(LIST_PAGE)
+            .map(|t| Value::Object(legacy_task(t)))
+            .collect();
+        let mut m = Map::new();
+        if start + page.len() < tasks.len()
+            && let Some(last) = page.last()
+        {
+            m.insert("nextCursor".into(), last["taskId"].clone());
+        }
+        m.insert("tasks".into(), Value::Array(page));
+        Ok(m)
+    }
+}
+
+fn needs_input(name: &str) -> McpError {
+    McpError::missing_capability(
+        format!(
+            "Tool {name} needs to ask the user, which this server can only do for 2026-07-28 \
+             clients (server/discover)"
+        ),
+        json!({"elicitation": {}}),
+    )
+}
+
+fn with_message(mut e: McpError, message: String) -> McpError {
+    e.error.message = message;
+    e
+}
+
+fn with_data(mut e: McpError, data: Value) -> McpError {
+    e.error.data = Some(data);
+    e
+}
