@@ -24,3 +24,10 @@ tools:
 # Side by side with the Python reference (fastmcp-tasks): tasks/get throughput, drain, memory.
 bench:
 	bash bench/run.sh
+
+# The long fault-injection runs (kill -9/restart cycles, crash points, duplicate delivery,
+# cancel-vs-complete races); prints `soak: trials=… lost=… doubled=…`. SOAK_* env vars set
+# the counts and SOAK_TIMEOUT the bound (see scripts/soak.sh).
+.PHONY: soak
+soak:
+	bash scripts/soak.sh

@@ -13,6 +13,7 @@
 //! - [`task`] — the task record and its status machine;
 //! - [`store`], [`queue`] — the ports, with local adapters (memory, embedded redb, in-process);
 //! - [`local`] — the all-in-one embedded server behind `mcp-tasks serve`;
+//! - `fault` (feature `fault-injection`, tests only) — duplicate delivery and crash points;
 //! - `aws` (feature `aws`) — the DynamoDB task store and SQS work queue adapters, and (feature
 //!   `lambda`) the Lambda wiring the function crates run.
 //!
@@ -25,6 +26,8 @@ pub mod auth;
 pub mod aws;
 pub mod clock;
 pub mod engine;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 pub mod handler;
 pub mod http;
 pub mod jobs;

@@ -18,7 +18,7 @@ use crate::auth::{AuthSettings, Authenticator};
 use crate::engine::{Engine, TaskSettings};
 use crate::handler::{McpService, ServiceConfig};
 use crate::protocol::state::StateSealer;
-use crate::queue::{LocalQueue, WorkMessage};
+use crate::queue::{LocalQueue, WorkMessage, WorkQueue};
 use crate::store::TaskStore;
 use crate::store::embedded::EmbeddedStore;
 use crate::tools::{Registry, Tool};
@@ -54,6 +54,9 @@ pub struct LocalOptions {
     pub sweep_every: Duration,
     /// Bearer-token auth; `None` serves every request as the local tenant (loopback only).
     pub auth: Option<AuthSettings>,
+    /// Injected faults (tests only).
+    #[cfg(feature = "fault-injection")]
+    pub faults: crate::fault::Faults,
 }
 
 impl LocalOptions {
@@ -69,6 +72,8 @@ impl LocalOptions {
             max_concurrent_jobs: 10_000,
             sweep_every: Duration::from_secs(15),
             auth: None,
+            #[cfg(feature = "fault-injection")]
+            faults: crate::fault::Faults::default(),
         }
     }
 }
@@ -168,18 +173,39 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
     let store: Arc<dyn TaskStore> =
         Arc::new(EmbeddedStore::open(&opts.data_dir.join("tasks.redb"))?);
     let (queue, rx) = LocalQueue::new();
-    let queue = Arc::new(queue);
+    let queue: Arc<dyn WorkQueue> = Arc::new(queue);
+    #[cfg(feature = "fault-injection")]
+    let queue = {
+        if opts.faults.any() {
+            tracing::warn!(faults = ?opts.faults, "FAULT INJECTION ENABLED (tests only)");
+        }
+        crate::fault::install(&opts.faults);
+        if opts.faults.duplicate_delivery {
+            Arc::new(crate::queue::DuplicatingQueue::new(
+                queue,
+                opts.faults.duplicate_delay,
+            )) as Arc<dyn WorkQueue>
+        } else {
+            queue
+        }
+    };
     let tools: Vec<Arc<dyn Tool>> = match opts.tools {
         ToolSet::Builtin => crate::tools::builtin::builtin_tools(),
         ToolSet::Conformance => crate::tools::fixtures::conformance_tools(),
     };
     let registry = Arc::new(Registry::new(tools));
     let engine = Engine::new(store.clone(), queue.clone(), opts.tasks.clone());
+    #[allow(unused_mut)]
+    let mut worker_settings = opts.worker.clone();
+    #[cfg(feature = "fault-injection")]
+    if let Some(n) = opts.faults.max_interruptions {
+        worker_settings.max_interruptions = n;
+    }
     let worker = Arc::new(Worker::new(
         store,
         queue.clone(),
         registry.clone(),
-        opts.worker.clone(),
+        worker_settings,
     ));
     let (shutdown, mut stop) = watch::channel(false);
 

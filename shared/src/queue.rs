@@ -86,6 +86,31 @@ impl WorkQueue for LocalQueue {
     }
 }
 
+/// Fault injection: delivers every message twice, the copy `delay` after the original. The
+/// worker must make the copy harmless (feature `fault-injection`).
+#[cfg(feature = "fault-injection")]
+pub struct DuplicatingQueue {
+    inner: std::sync::Arc<dyn WorkQueue>,
+    delay: Duration,
+}
+
+#[cfg(feature = "fault-injection")]
+impl DuplicatingQueue {
+    /// Wraps `inner`.
+    pub fn new(inner: std::sync::Arc<dyn WorkQueue>, delay: Duration) -> Self {
+        Self { inner, delay }
+    }
+}
+
+#[cfg(feature = "fault-injection")]
+#[async_trait]
+impl WorkQueue for DuplicatingQueue {
+    async fn enqueue(&self, msg: WorkMessage, delay: Duration) -> Result<(), QueueError> {
+        self.inner.enqueue(msg.clone(), delay).await?;
+        self.inner.enqueue(msg, delay + self.delay).await
+    }
+}
+
 /// The contract every [`WorkQueue`] adapter must pass, given the queue and a way to receive
 /// what it delivers (the local channel here; an SQS receive loop for the SQS adapter).
 pub mod contract {
@@ -189,6 +214,21 @@ mod tests {
             }
         })
         .await;
+    }
+
+    #[cfg(feature = "fault-injection")]
+    #[tokio::test]
+    async fn the_duplicating_queue_delivers_every_message_twice() {
+        let (q, mut rx) = LocalQueue::new();
+        let dup = DuplicatingQueue::new(std::sync::Arc::new(q), Duration::from_millis(20));
+        dup.enqueue(msg("a"), Duration::ZERO).await.unwrap();
+        dup.enqueue(msg("b"), Duration::ZERO).await.unwrap();
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            got.push(rx.recv().await.unwrap().task_id);
+        }
+        got.sort();
+        assert_eq!(got, ["a", "a", "b", "b"]);
     }
 
     #[test]

@@ -134,6 +134,11 @@ async fn main() -> anyhow::Result<()> {
     if fixtures.is_some() {
         opts.tools = ToolSet::Conformance;
     }
+    #[cfg(feature = "fault-injection")]
+    if let Ok(spec) = std::env::var(mcp_tasks_core::fault::ENV) {
+        opts.faults = mcp_tasks_core::fault::Faults::parse(&spec)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", mcp_tasks_core::fault::ENV))?;
+    }
     let server = local::start(opts).await?;
     let url = server.url();
     println!("mcp-tasks listening on {url}");
