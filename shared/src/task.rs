@@ -140,7 +140,7 @@ pub struct TaskRecord {
     /// How many times a worker took the job (start, resume, continuation, recovery).
     #[serde(default)]
     pub attempts: u32,
-    /// How many runs died without finishing or handing over (crash, panic, lost store).
+    /// How many runs in a row died without saving progress (crash, panic, lost store).
     #[serde(default)]
     pub interruptions: u32,
     /// The client capabilities of the creating request (they gate which input kinds a job may ask).

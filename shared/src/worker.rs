@@ -42,8 +42,8 @@ pub struct WorkerSettings {
     pub checkpoint_every: Duration,
     /// Stop this long before the deadline to save and hand over.
     pub deadline_margin: Duration,
-    /// A job whose runs died this many times (crash, panic, lost store) is failed instead of
-    /// being retried forever.
+    /// A job whose runs died this many times in a row without saving a checkpoint (crash,
+    /// panic, lost store) is failed instead of being retried forever.
     pub max_interruptions: u32,
 }
 
@@ -287,11 +287,22 @@ impl Worker {
             task.client_capabilities.clone(),
             progress.clone(),
         );
-        let stop_at = deadline.map(|d| d - self.settings.deadline_margin);
+        // Keep the margin, but never more than half of the time left. And whatever the
+        // deadline says, every run completes at least one step before it hands over: a job can
+        // then never be handed on and on without progress (a step that outlives the
+        // invocation is killed with it, and the runs that die are counted).
+        let stop_at = deadline.map(|d| {
+            let left = d.saturating_duration_since(Instant::now());
+            if left < self.settings.deadline_margin {
+                tracing::warn!(task_id = %task.task_id, left_ms = left.as_millis() as u64, "short invocation: running one step before handing over");
+            }
+            d - self.settings.deadline_margin.min(left / 2)
+        });
+        let mut stepped = false;
         let mut next_check = Instant::now() + self.settings.check_every;
         let mut last_save = Instant::now();
         loop {
-            if stop_at.is_some_and(|s| Instant::now() >= s) {
+            if stepped && stop_at.is_some_and(|s| Instant::now() >= s) {
                 return self.hand_over(&mut task, ctx.raw_checkpoint(), owner).await;
             }
             let step = {
@@ -309,10 +320,11 @@ impl Worker {
                         }
                         // Dropping the step loses only its own work: the checkpoint before it
                         // is what the continuation resumes from.
-                        _ = sleep_until_opt(stop_at) => break Err(Interrupt::Deadline),
+                        _ = sleep_until_opt(stop_at), if stepped => break Err(Interrupt::Deadline),
                     }
                 }
             };
+            stepped = true;
             let step = match step {
                 Ok(Ok(s)) => s,
                 Ok(Err(_panic)) => {
@@ -331,6 +343,9 @@ impl Worker {
                     if last_save.elapsed() >= self.settings.checkpoint_every {
                         last_save = Instant::now();
                         task.checkpoint = ctx.raw_checkpoint().clone();
+                        // Progress is saved: earlier deaths no longer count against the job
+                        // (the limit is on runs that die without getting anywhere).
+                        task.interruptions = 0;
                         if let Some(m) = progress.latest_message() {
                             task.status_message = Some(m);
                         }
@@ -338,6 +353,8 @@ impl Worker {
                         if let Some(i) = self.write_or_check(&mut task, owner).await? {
                             return self.interrupted(&mut task, owner, i).await;
                         }
+                        #[cfg(feature = "fault-injection")]
+                        crate::fault::checkpoint_written(&task.task_id);
                     }
                     if Instant::now() >= next_check {
                         next_check = Instant::now() + self.settings.check_every;
@@ -874,7 +891,10 @@ mod tests {
         assert_eq!(out, Outcome::Finished(TaskStatus::Completed));
         let t = status(&r, &msg).await;
         assert_eq!(t.attempts, 2);
-        assert_eq!(t.interruptions, 1, "the dead run is counted");
+        assert_eq!(
+            t.interruptions, 0,
+            "the dead run was counted, then progress reset the count"
+        );
         assert_eq!(r.finished.load(Ordering::SeqCst), 1);
     }
 
@@ -995,7 +1015,41 @@ mod tests {
             r.store.update(&t).await.unwrap();
             let out = r.worker.handle(&msg, None).await.unwrap();
             assert_eq!(out, Outcome::Finished(want), "after {died_before} deaths");
-            assert_eq!(status(&r, &msg).await.interruptions, died_before + 1);
+            // A run that saves progress clears the count; one that is refused keeps it.
+            let want = if want == TaskStatus::Failed {
+                died_before + 1
+            } else {
+                0
+            };
+            assert_eq!(status(&r, &msg).await.interruptions, want);
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_invocation_shorter_than_the_margin_still_makes_progress() {
+        let mut r = rig(WorkerSettings {
+            deadline_margin: Duration::from_secs(5),
+            ..fast()
+        });
+        let msg = create(&mut r, json!({"n": 1000, "ms": 10})).await;
+        // One second left, a five-second margin: this used to hand over at once, without a
+        // step, on every delivery.
+        let out = r
+            .worker
+            .handle(&msg, Some(Instant::now() + Duration::from_secs(1)))
+            .await
+            .unwrap();
+        assert_eq!(out, Outcome::Continued);
+        let done = status(&r, &msg).await.checkpoint.as_u64().unwrap_or(0);
+        assert!(done > 0, "no progress before the hand-over");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_already_past_still_gets_one_step() {
+        let mut r = rig(fast());
+        let msg = create(&mut r, json!({"n": 1000, "ms": 10})).await;
+        let out = r.worker.handle(&msg, Some(Instant::now())).await.unwrap();
+        assert_eq!(out, Outcome::Continued);
+        assert_eq!(status(&r, &msg).await.checkpoint.as_u64(), Some(1));
     }
 }

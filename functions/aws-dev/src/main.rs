@@ -1,0 +1,164 @@
+//! Local AWS development helpers for `scripts/aws-local.sh` (the emulator stands in for AWS):
+//! - `setup` creates the task table and the work queue with the project's own code and prints
+//!   the variables the functions need;
+//! - `esm` plays the SQS event source mapping: it long-polls the queue, invokes the `worker`
+//!   function (through `cargo lambda watch`) with an SQS batch event, and deletes exactly the
+//!   messages the worker did not report in `batchItemFailures`, so failed ones come back after
+//!   the visibility timeout, as on AWS.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use aws_sdk_sqs::types::MessageSystemAttributeName;
+use clap::Parser;
+use mcp_tasks_core::aws::{dynamo, sdk_config, sqs::SqsQueue};
+use serde_json::{Value, json};
+
+#[derive(Parser)]
+#[command(name = "mcp-tasks-aws-dev", about = "Local AWS development helpers")]
+enum Cli {
+    /// Create the table and the queue (idempotent) and print TABLE_NAME and QUEUE_URL.
+    Setup {
+        #[arg(long, default_value = "mcp-tasks")]
+        table: String,
+        #[arg(long, default_value = "mcp-tasks-work")]
+        queue: String,
+    },
+    /// Feed the queue to the worker function like the SQS event source mapping.
+    Esm {
+        #[arg(long)]
+        queue_url: String,
+        /// The worker's invoke URL (cargo lambda watch's Lambda API).
+        #[arg(
+            long,
+            default_value = "http://127.0.0.1:9000/2015-03-31/functions/worker/invocations"
+        )]
+        invoke: String,
+        #[arg(long, default_value_t = 10)]
+        batch_size: i32,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let config = sdk_config().await;
+    match Cli::parse() {
+        Cli::Setup { table, queue } => {
+            dynamo::create_table(&aws_sdk_dynamodb::Client::new(&config), &table)
+                .await
+                .context("creating the table")?;
+            let url = SqsQueue::create_queue(&aws_sdk_sqs::Client::new(&config), &queue)
+                .await
+                .context("creating the queue")?;
+            println!("TABLE_NAME={table}");
+            println!("QUEUE_URL={url}");
+        }
+        Cli::Esm {
+            queue_url,
+            invoke,
+            batch_size,
+        } => {
+            esm(
+                &aws_sdk_sqs::Client::new(&config),
+                &queue_url,
+                &invoke,
+                batch_size,
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+async fn esm(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    invoke: &str,
+    batch: i32,
+) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    eprintln!("esm: feeding {queue_url} to {invoke}");
+    loop {
+        let got = match sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(batch.clamp(1, 10))
+            .wait_time_seconds(5)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+        {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("esm: receive failed ({e}); retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let messages = got.messages.unwrap_or_default();
+        if messages.is_empty() {
+            continue;
+        }
+        let records: Vec<Value> = messages
+            .iter()
+            .map(|m| {
+                let attributes: serde_json::Map<String, Value> = m
+                    .attributes
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| (k.as_str().to_owned(), json!(v)))
+                    .collect();
+                json!({
+                    "messageId": m.message_id,
+                    "receiptHandle": m.receipt_handle,
+                    "body": m.body,
+                    "attributes": attributes,
+                    "messageAttributes": {},
+                    "md5OfBody": m.md5_of_body,
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:local",
+                    "awsRegion": "us-east-1",
+                })
+            })
+            .collect();
+        let response: Value = match http
+            .post(invoke)
+            .json(&json!({ "Records": records }))
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+        {
+            Ok(r) => r.json().await.unwrap_or(Value::Null),
+            Err(e) => {
+                // The whole batch failed (function crashed or not up): SQS redelivers all.
+                eprintln!("esm: invoking the worker failed ({e}); the batch will be redelivered");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let failed: Vec<&str> = response["batchItemFailures"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f["itemIdentifier"].as_str())
+            .collect();
+        for m in &messages {
+            if failed.contains(&m.message_id().unwrap_or_default()) {
+                continue;
+            }
+            let Some(handle) = m.receipt_handle() else {
+                continue;
+            };
+            if let Err(e) = sqs
+                .delete_message()
+                .queue_url(queue_url)
+                .receipt_handle(handle)
+                .send()
+                .await
+            {
+                eprintln!("esm: delete failed ({e}); the message will be redelivered");
+            }
+        }
+        eprintln!("esm: batch of {} ({} failed)", messages.len(), failed.len());
+    }
+}
