@@ -11,14 +11,13 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{Client, expected_hash_chain};
+use support::{Client, Server, expected_hash_chain};
 
 const ROUNDS_PER_STEP: u64 = 200_000;
 
@@ -65,78 +64,19 @@ impl Rng {
 }
 
 /// A running `mcp-tasks serve`, optionally with `MCP_TASKS_FAULTS`.
-struct Proc {
-    child: Child,
-    url: String,
-    log: Arc<Mutex<String>>,
-}
+type Proc = Server;
 
-impl Proc {
-    fn start(data_dir: &Path, faults: Option<&str>) -> Proc {
-        // scripts/soak.sh runs a private copy, safe from rebuilds during a long run.
-        let bin = std::env::var_os("MCP_TASKS_BIN")
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_mcp-tasks").into());
-        let mut cmd = Command::new(bin);
-        cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(data_dir)
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .env_remove("MCP_TASKS_FAULTS")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if let Some(f) = faults {
-            cmd.env("MCP_TASKS_FAULTS", f);
-        }
-        let mut child = cmd.spawn().expect("spawn mcp-tasks");
-        let log = Arc::new(Mutex::new(String::new()));
-        let stderr = child.stderr.take().unwrap();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let mut l = sink.lock().unwrap();
-                l.push_str(&line);
-                l.push('\n');
-            }
-        });
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("mcp-tasks listening on ") {
-                    let _ = tx.send(url.trim().to_owned());
-                }
-            }
-        });
-        let url = rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("server did not start; log:\n{}", log.lock().unwrap()));
-        Proc { child, url, log }
+/// Starts the server, with `faults` as `MCP_TASKS_FAULTS` (or none).
+fn start(data_dir: &Path, faults: Option<&str>) -> Proc {
+    // scripts/soak.sh runs a private copy, safe from rebuilds during a long run.
+    let bin =
+        std::env::var_os("MCP_TASKS_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_mcp-tasks").into());
+    let mut cmd = Command::new(bin);
+    cmd.env_remove("MCP_TASKS_FAULTS");
+    if let Some(f) = faults {
+        cmd.env("MCP_TASKS_FAULTS", f);
     }
-
-    fn client(&self) -> Client {
-        Client::new(&self.url).with_tasks()
-    }
-
-    /// Whether the process has exited by itself (an injected abort).
-    fn exited(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(Some(_)))
-    }
-
-    /// `kill -9` (a no-op when it already died) and the whole log.
-    fn kill(mut self) -> String {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        // Let the reader thread drain the pipe.
-        std::thread::sleep(Duration::from_millis(150));
-        self.log.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    Server::spawn(cmd, data_dir, &[])
 }
 
 /// `tasks/get` that tolerates a dead server (`None`).
@@ -288,8 +228,8 @@ async fn kill_restart_cycles_lose_and_double_nothing() {
     let mut logs = String::new();
     let mut in_flight_at_kill = 0;
     for _ in 0..cycles {
-        let p = Proc::start(dir.path(), Some(spec));
-        let c = p.client();
+        let p = start(dir.path(), Some(spec));
+        let c = p.client().with_tasks();
         for _ in 0..per_cycle {
             let steps = rng.range(4, 8);
             let pace = rng.range(200, 400);
@@ -305,10 +245,10 @@ async fn kill_restart_cycles_lose_and_double_nothing() {
             .count();
         logs.push_str(&log);
     }
-    let last = Proc::start(dir.path(), Some(spec));
+    let last = start(dir.path(), Some(spec));
     // The backlog drains on one process; allow for it (an unfinished task counts as lost).
     let within = Duration::from_secs(120 + 5 * chains.len() as u64);
-    let v = judge(&last.client(), &chains, within).await;
+    let v = judge(&last.client().with_tasks(), &chains, within).await;
     logs.push_str(&last.kill());
     let (doubled, unlogged) = log_verdict(&logs, &chains);
     let lost = v.lost + unlogged;
@@ -341,8 +281,8 @@ async fn aborts_right_after_checkpoints_lose_and_double_nothing() {
     let mut logs = String::new();
     let mut aborts = 0;
     for _ in 0..rounds_of_tasks {
-        let mut p = Proc::start(dir.path(), Some(&spec));
-        let mut c = p.client();
+        let mut p = start(dir.path(), Some(&spec));
+        let mut c = p.client().with_tasks();
         let batch: Vec<Chain> = {
             let mut b = Vec::new();
             for _ in 0..tasks {
@@ -359,8 +299,8 @@ async fn aborts_right_after_checkpoints_lose_and_double_nothing() {
                 let log = p.kill();
                 assert!(log.contains("fault-injection: aborting after checkpoint"));
                 logs.push_str(&log);
-                p = Proc::start(dir.path(), Some(&spec));
-                c = p.client();
+                p = start(dir.path(), Some(&spec));
+                c = p.client().with_tasks();
                 continue;
             }
             let mut all = true;
@@ -381,8 +321,8 @@ async fn aborts_right_after_checkpoints_lose_and_double_nothing() {
         chains.extend(batch);
         logs.push_str(&p.kill());
     }
-    let p = Proc::start(dir.path(), None);
-    let v = judge(&p.client(), &chains, Duration::from_secs(10)).await;
+    let p = start(dir.path(), None);
+    let v = judge(&p.client().with_tasks(), &chains, Duration::from_secs(10)).await;
     let (doubled, unlogged) = log_verdict(&logs, &chains);
     let lost = v.lost + unlogged;
     println!(
@@ -407,8 +347,8 @@ async fn duplicate_delivery_completes_each_task_once() {
     let mut twice_leased = 0;
 
     // Phase 1: copies at once; short tasks, no crash.
-    let p = Proc::start(dir.path(), Some("duplicate-delivery"));
-    let c = p.client();
+    let p = start(dir.path(), Some("duplicate-delivery"));
+    let c = p.client().with_tasks();
     for _ in 0..m {
         let steps = rng.range(1, 2);
         chains.push(start_chain(&c, seed(&mut rng), steps, 50).await);
@@ -424,8 +364,8 @@ async fn duplicate_delivery_completes_each_task_once() {
 
     // Phase 2: late copies, and a kill mid-run so recovery's messages are duplicated too.
     let spec = "duplicate-delivery,duplicate-delay-ms=150";
-    let p = Proc::start(dir.path(), Some(spec));
-    let c = p.client();
+    let p = start(dir.path(), Some(spec));
+    let c = p.client().with_tasks();
     let first = chains.len();
     for _ in 0..m {
         let steps = rng.range(2, 4);
@@ -438,8 +378,8 @@ async fn duplicate_delivery_completes_each_task_once() {
         .filter(|ch| count(&log, "task.leased", &ch.id) > 1)
         .count();
     logs.push_str(&log);
-    let p = Proc::start(dir.path(), Some(spec));
-    let c = p.client();
+    let p = start(dir.path(), Some(spec));
+    let c = p.client().with_tasks();
     judge(&c, &chains, Duration::from_secs(120)).await;
     let log = p.kill();
     twice_leased += chains[first..]
@@ -448,8 +388,8 @@ async fn duplicate_delivery_completes_each_task_once() {
         .count();
     logs.push_str(&log);
 
-    let p = Proc::start(dir.path(), None);
-    let v = judge(&p.client(), &chains, Duration::from_secs(10)).await;
+    let p = start(dir.path(), None);
+    let v = judge(&p.client().with_tasks(), &chains, Duration::from_secs(10)).await;
     let (doubled, unlogged) = log_verdict(&logs, &chains);
     let lost = v.lost + unlogged;
     println!(
@@ -471,11 +411,11 @@ async fn cancel_racing_completion_ends_in_one_stable_state() {
     let mut rng = Rng::new("cancel_race");
     // Duplicate delivery on too: a late copy must not revive a cancelled task.
     let dir = tempfile::tempdir().unwrap();
-    let p = Proc::start(
+    let p = start(
         dir.path(),
         Some("duplicate-delivery,duplicate-delay-ms=100"),
     );
-    let c = p.client();
+    let c = p.client().with_tasks();
     let mut outcomes: Vec<(String, String)> = Vec::new();
     let (mut lost, mut doubled) = (0usize, 0usize);
     let mut done = 0;

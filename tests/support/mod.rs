@@ -26,7 +26,17 @@ pub struct Server {
 impl Server {
     /// Starts the binary with `--listen 127.0.0.1:0` on `data_dir` and waits for its URL.
     pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-tasks"))
+        Self::spawn(
+            Command::new(env!("CARGO_BIN_EXE_mcp-tasks")),
+            data_dir,
+            extra,
+        )
+    }
+
+    /// Starts `cmd` (an `mcp-tasks` binary, with whatever environment the caller set) as
+    /// `serve` on a free loopback port and waits for its URL.
+    pub fn spawn(mut cmd: Command, data_dir: &Path, extra: &[&str]) -> Server {
+        let mut child = cmd
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
             .args(extra)
@@ -61,11 +71,17 @@ impl Server {
         Server { child, url, log }
     }
 
+    /// Whether the process has exited by itself (an injected abort).
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     /// `kill -9`: no shutdown code runs.
     pub fn kill(mut self) -> String {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        std::thread::sleep(Duration::from_millis(100));
+        // Let the reader thread drain the pipe.
+        std::thread::sleep(Duration::from_millis(150));
         self.log.lock().unwrap().clone()
     }
 
