@@ -296,3 +296,82 @@ impl Engine {
         Ok(keys.len())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::queue::LocalQueue;
+    use crate::store::memory::MemoryStore;
+
+    fn engine() -> (
+        Engine,
+        Arc<MemoryStore>,
+        tokio::sync::mpsc::UnboundedReceiver<WorkMessage>,
+    ) {
+        let store = Arc::new(MemoryStore::new());
+        let (queue, rx) = LocalQueue::new();
+        let engine = Engine::new(store.clone(), Arc::new(queue), TaskSettings::default());
+        (engine, store, rx)
+    }
+
+    #[tokio::test]
+    async fn the_sweep_recovers_a_task_stored_but_never_enqueued() {
+        let (engine, store, mut rx) = engine();
+        // A crash between the conditional put and the send: the task exists, no message does.
+        let mut task =
+            TaskRecord::new("t", new_task_id(), "wait", json!({}), None, 1000, json!({}));
+        task.last_updated_at_ms = now_ms() - 60_000;
+        store.create(&task).await.unwrap();
+        assert!(rx.try_recv().is_err());
+        assert_eq!(engine.sweep(Duration::from_secs(30)).await.unwrap(), 1);
+        let msg = rx.try_recv().expect("the sweep enqueued the orphan");
+        assert_eq!(
+            (msg.task_id.as_str(), msg.kind),
+            (task.task_id.as_str(), WorkKind::Recover)
+        );
+        // A fresh task, or one a live run holds, is left alone.
+        let fresh = engine
+            .create_task("t", "wait", json!({}), Value::Null, json!({}))
+            .await
+            .unwrap();
+        rx.try_recv().unwrap(); // its own start message
+        let mut held = store.get("t", &task.task_id).await.unwrap().unwrap();
+        held.lease = Some(crate::task::Lease {
+            owner: "alive".into(),
+            expires_at_ms: now_ms() + 60_000,
+        });
+        store.update(&held).await.unwrap();
+        assert_eq!(engine.sweep(Duration::from_secs(30)).await.unwrap(), 0);
+        assert!(rx.try_recv().is_err(), "{}", fresh.task_id);
+    }
+
+    #[tokio::test]
+    async fn a_retried_update_has_no_second_effect() {
+        let (engine, store, mut rx) = engine();
+        let task = engine
+            .create_task("t", "x", json!({}), Value::Null, json!({}))
+            .await
+            .unwrap();
+        rx.try_recv().unwrap();
+        let mut parked = store.get("t", &task.task_id).await.unwrap().unwrap();
+        let mut reqs = std::collections::BTreeMap::new();
+        reqs.insert(
+            "ok".to_owned(),
+            json!({"method": "elicitation/create", "params": {}}),
+        );
+        parked.require_input(reqs).unwrap();
+        store.update(&parked).await.unwrap();
+        let answer = json!({"ok": {"action": "accept", "content": {"ok": true}}});
+        let answer = answer.as_object().unwrap();
+        engine.update("t", &task.task_id, answer).await.unwrap();
+        let after_first = store.get("t", &task.task_id).await.unwrap().unwrap();
+        assert_eq!(after_first.status, TaskStatus::Working);
+        assert_eq!(rx.try_recv().unwrap().kind, WorkKind::Resume);
+        engine.update("t", &task.task_id, answer).await.unwrap();
+        let after_retry = store.get("t", &task.task_id).await.unwrap().unwrap();
+        assert_eq!(after_retry, after_first, "the retry wrote nothing");
+        assert!(rx.try_recv().is_err(), "and resumed nothing");
+    }
+}
