@@ -7,6 +7,12 @@ use super::{McpError, RequestMeta, meta};
 
 /// Deepest JSON nesting accepted (serde_json itself stops at 128).
 pub const MAX_DEPTH: usize = 64;
+/// Longest string value accepted (the body limit bounds the total).
+pub const MAX_STRING_BYTES: usize = 1024 * 1024;
+/// Longest object key accepted.
+pub const MAX_KEY_BYTES: usize = 1024;
+/// Most members of one object or items of one array.
+pub const MAX_MEMBERS: usize = 10_000;
 
 /// One decoded POST body.
 #[derive(Debug)]
@@ -35,11 +41,8 @@ pub struct Request {
 /// (so even an invalid request's error echoes its id).
 pub fn parse(body: &[u8]) -> Result<Incoming, (Option<Value>, McpError)> {
     let value: Value = serde_json::from_slice(body).map_err(|_| (None, McpError::parse_error()))?;
-    if depth(&value) > MAX_DEPTH {
-        return Err((
-            None,
-            McpError::invalid_request(format!("JSON nesting deeper than {MAX_DEPTH}")),
-        ));
+    if let Err(why) = check_shape(&value) {
+        return Err((None, McpError::invalid_request(why)));
     }
     let Value::Object(mut obj) = value else {
         let what = if value.is_array() {
@@ -87,19 +90,35 @@ pub fn parse(body: &[u8]) -> Result<Incoming, (Option<Value>, McpError)> {
     }
 }
 
-/// Nesting depth of a JSON value, without recursion (a hostile body cannot blow the stack).
-fn depth(v: &Value) -> usize {
-    let mut max = 0;
+/// Enforces the nesting, string, key and member limits, without recursion (a hostile body
+/// cannot blow the stack). The message names the limit, never the offending content.
+fn check_shape(v: &Value) -> Result<(), String> {
     let mut stack = vec![(v, 1usize)];
     while let Some((v, d)) = stack.pop() {
-        max = max.max(d);
+        if d > MAX_DEPTH {
+            return Err(format!("JSON nesting deeper than {MAX_DEPTH}"));
+        }
         match v {
+            Value::String(s) if s.len() > MAX_STRING_BYTES => {
+                return Err(format!("a string is longer than {MAX_STRING_BYTES} bytes"));
+            }
+            Value::Array(a) if a.len() > MAX_MEMBERS => {
+                return Err(format!("an array has more than {MAX_MEMBERS} items"));
+            }
+            Value::Object(o) if o.len() > MAX_MEMBERS => {
+                return Err(format!("an object has more than {MAX_MEMBERS} members"));
+            }
+            Value::Object(o) if o.keys().any(|k| k.len() > MAX_KEY_BYTES) => {
+                return Err(format!(
+                    "an object key is longer than {MAX_KEY_BYTES} bytes"
+                ));
+            }
             Value::Array(a) => stack.extend(a.iter().map(|x| (x, d + 1))),
             Value::Object(o) => stack.extend(o.values().map(|x| (x, d + 1))),
             _ => {}
         }
     }
-    max
+    Ok(())
 }
 
 /// Reads the required `_meta` of a 2026-07-28 request. Missing or mistyped required keys are
@@ -217,6 +236,22 @@ mod tests {
         let deep = format!("{}1{}", "[".repeat(100), "]".repeat(100));
         let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"a":{deep}}}}}"#);
         assert_eq!(parse(body.as_bytes()).unwrap_err().1.error.code, -32600);
+    }
+
+    #[test]
+    fn oversized_strings_keys_and_collections_are_refused() {
+        let wrap = |params: String| {
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"a":{params}}}}}"#)
+        };
+        let long = format!("\"{}\"", "s".repeat(MAX_STRING_BYTES + 1));
+        let key = format!("{{\"{}\":1}}", "k".repeat(MAX_KEY_BYTES + 1));
+        let items = format!("[{}]", vec!["0"; MAX_MEMBERS + 1].join(","));
+        for bad in [long, key, items] {
+            let (_, e) = parse(wrap(bad).as_bytes()).unwrap_err();
+            assert_eq!((e.status, e.error.code), (400, -32600));
+        }
+        let fine = format!("\"{}\"", "s".repeat(1000));
+        assert!(parse(wrap(fine).as_bytes()).is_ok());
     }
 
     #[test]
