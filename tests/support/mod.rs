@@ -111,6 +111,24 @@ pub struct Answer {
 }
 
 impl Answer {
+    /// Sends a request and reads its whole answer.
+    async fn read(rb: reqwest::RequestBuilder) -> Answer {
+        let resp = rb.send().await.expect("request");
+        let status = resp.status().as_u16();
+        let content_type = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let text = resp.text().await.unwrap_or_default();
+        Answer {
+            status,
+            content_type,
+            text,
+        }
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.text)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text))
@@ -199,22 +217,10 @@ impl Client {
         for (k, v) in headers {
             rb = rb.header(k, v);
         }
-        let resp = rb.send().await.expect("request");
-        let status = resp.status().as_u16();
-        let content_type = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_owned();
-        let text = resp.text().await.unwrap_or_default();
+        let answer = Answer::read(rb).await;
         // Every JSON-RPC message the server sends must match the official schema.
-        schema::check_answer(body, status, &content_type, &text);
-        Answer {
-            status,
-            content_type,
-            text,
-        }
+        schema::check_answer(body, answer.status, &answer.content_type, &answer.text);
+        answer
     }
 
     /// POSTs a legacy (2025-06-18 / 2025-11-25) request: no `_meta` envelope, no `Mcp-*`
@@ -233,20 +239,7 @@ impl Client {
         if let Some(v) = version {
             rb = rb.header("mcp-protocol-version", v);
         }
-        let resp = rb.send().await.expect("request");
-        let status = resp.status().as_u16();
-        let content_type = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_owned();
-        let text = resp.text().await.unwrap_or_default();
-        Answer {
-            status,
-            content_type,
-            text,
-        }
+        Answer::read(rb).await
     }
 
     /// Sends a well-formed request and returns the raw answer.
