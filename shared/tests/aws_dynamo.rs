@@ -19,46 +19,22 @@
 //! within about a second, so against AWS the listing checks here (and the contract's) could
 //! see a write late. Point these tests at the emulator.
 
+mod common;
+
 use std::collections::HashMap;
-use std::io::Write;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{Credentials, Region};
 use aws_sdk_dynamodb::types::{AttributeValue, TimeToLiveStatus};
 use mcp_tasks_core::aws::dynamo::{self, DynamoStore};
+use mcp_tasks_core::store::contract::task;
 use mcp_tasks_core::store::{MAX_RECORD_BYTES, StoreError, TaskKey, TaskStore, contract};
-use mcp_tasks_core::task::{TaskRecord, TaskStatus, new_task_id};
+use mcp_tasks_core::task::TaskStatus;
 use serde_json::json;
-
-fn endpoint() -> Option<String> {
-    let found = ["DYNAMODB_ENDPOINT", "AWS_ENDPOINT_URL_DYNAMODB"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()));
-    if found.is_none() {
-        let required = std::env::var("REQUIRE_EMULATORS").is_ok_and(|v| !v.is_empty() && v != "0");
-        assert!(
-            !required,
-            "REQUIRE_EMULATORS is set but neither DYNAMODB_ENDPOINT nor AWS_ENDPOINT_URL_DYNAMODB \
-             is (start one with scripts/aws-emulator.sh start)"
-        );
-        // Straight to stderr: libtest captures `eprintln!` of passing tests, and a skip must
-        // be seen. Once per run, not once per test.
-        static ONCE: std::sync::Once = std::sync::Once::new();
-        ONCE.call_once(|| {
-            let _ = writeln!(
-                std::io::stderr(),
-                "\n*** SKIPPED aws_dynamo: no DynamoDB endpoint (start it with \
-                 scripts/aws-emulator.sh start, then set DYNAMODB_ENDPOINT=$(cat \
-                 .tools/moto/endpoint)) ***\n"
-            );
-        });
-    }
-    found
-}
 
 /// A client for the emulator, or `None` (after the SKIPPED line) when there is none.
 async fn client() -> Option<Client> {
-    let endpoint = endpoint()?;
+    let [endpoint] = common::endpoints("aws_dynamo", [common::DYNAMODB])?;
     let mut loader =
         aws_config::defaults(aws_config::BehaviorVersion::latest()).endpoint_url(endpoint);
     if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() {
@@ -110,18 +86,6 @@ async fn raw_item(
         .await
         .unwrap()
         .item
-}
-
-fn task(tenant: &str, ttl_ms: Option<u64>) -> TaskRecord {
-    TaskRecord::new(
-        tenant,
-        new_task_id(),
-        "tool",
-        json!({"n": 1}),
-        ttl_ms,
-        1000,
-        json!({}),
-    )
 }
 
 #[tokio::test]

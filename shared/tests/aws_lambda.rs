@@ -13,6 +13,8 @@
 //!   cargo test -p mcp-tasks-core --features lambda --test aws_lambda
 //! ```
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,30 +29,10 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tower::ServiceExt as _;
 
-fn endpoint(names: [&str; 2]) -> Option<String> {
-    names
-        .iter()
-        .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
-}
-
 /// Both endpoints, or `None` after the SKIPPED line.
 fn endpoints() -> Option<(String, String)> {
-    let dynamo = endpoint(["DYNAMODB_ENDPOINT", "AWS_ENDPOINT_URL_DYNAMODB"]);
-    let sqs = endpoint(["SQS_ENDPOINT", "AWS_ENDPOINT_URL_SQS"]);
-    if let (Some(d), Some(s)) = (&dynamo, &sqs) {
-        return Some((d.clone(), s.clone()));
-    }
-    let required = std::env::var("REQUIRE_EMULATORS").is_ok_and(|v| !v.is_empty() && v != "0");
-    assert!(
-        !required,
-        "REQUIRE_EMULATORS is set but the DynamoDB and SQS endpoints are not both set \
-         (scripts/aws-emulator.sh start)"
-    );
-    let _ = std::io::Write::write_all(
-        &mut std::io::stderr(),
-        b"\n*** SKIPPED aws_lambda: needs DYNAMODB_ENDPOINT and SQS_ENDPOINT (scripts/aws-emulator.sh start) ***\n",
-    );
-    None
+    let [dynamo, sqs] = common::endpoints("aws_lambda", [common::DYNAMODB, common::SQS])?;
+    Some((dynamo, sqs))
 }
 
 async fn sdk(endpoint: &str) -> SdkConfig {

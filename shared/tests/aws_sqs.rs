@@ -13,37 +13,14 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::{Credentials, Region};
 use mcp_tasks_core::aws::sqs::SqsQueue;
 use mcp_tasks_core::queue::{WorkKind, WorkMessage, WorkQueue, contract};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
-
-fn endpoint() -> Option<String> {
-    let found = ["SQS_ENDPOINT", "AWS_ENDPOINT_URL_SQS"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()));
-    if found.is_none() {
-        let required = std::env::var("REQUIRE_EMULATORS").is_ok_and(|v| !v.is_empty() && v != "0");
-        assert!(
-            !required,
-            "REQUIRE_EMULATORS is set but neither SQS_ENDPOINT nor AWS_ENDPOINT_URL_SQS is set \
-             (start one with scripts/aws-emulator.sh start)"
-        );
-        // Once, straight to the process's stderr: the test harness captures `eprintln!` of
-        // passing tests, and a skip must be seen.
-        static ONCE: std::sync::Once = std::sync::Once::new();
-        ONCE.call_once(|| {
-            let _ = std::io::Write::write_all(
-                &mut std::io::stderr(),
-                b"\n*** SKIPPED aws_sqs: no SQS emulator (scripts/aws-emulator.sh start, then \
-                  SQS_ENDPOINT=$(cat .tools/moto/endpoint)) ***\n",
-            );
-        });
-    }
-    found
-}
 
 /// A client for the emulator: fixed region and dummy credentials, so the test never reaches
 /// for a real account's configuration.
@@ -120,7 +97,9 @@ impl Receiver {
 
 #[tokio::test]
 async fn sqs_queue_passes_the_queue_contract() {
-    let Some(endpoint) = endpoint() else { return };
+    let Some(endpoint) = common::endpoints("aws_sqs", [common::SQS]).map(|[e]| e) else {
+        return;
+    };
     let client = client(&endpoint).await;
     let url = SqsQueue::create_queue(&client, &unique_name())
         .await
@@ -155,7 +134,9 @@ async fn sqs_queue_passes_the_queue_contract() {
 
 #[tokio::test]
 async fn sending_to_a_missing_queue_is_an_error_not_a_panic() {
-    let Some(endpoint) = endpoint() else { return };
+    let Some(endpoint) = common::endpoints("aws_sqs", [common::SQS]).map(|[e]| e) else {
+        return;
+    };
     let client = client(&endpoint).await;
     let queue = SqsQueue::new(
         client,

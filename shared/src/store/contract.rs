@@ -9,7 +9,8 @@ use serde_json::json;
 use super::{StoreError, TaskStore};
 use crate::task::{TaskRecord, TaskStatus, new_task_id};
 
-fn task(tenant: &str, ttl_ms: Option<u64>) -> TaskRecord {
+/// A fresh `working` task of `tenant` (also for adapter-specific tests).
+pub fn task(tenant: &str, ttl_ms: Option<u64>) -> TaskRecord {
     TaskRecord::new(
         tenant,
         new_task_id(),

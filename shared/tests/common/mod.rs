@@ -1,0 +1,48 @@
+//! What the emulator-backed tests share: finding the emulator, and skipping loudly without it.
+
+// Each test target uses its own part of this module.
+#![allow(dead_code)]
+
+/// The DynamoDB endpoint variables, in order of preference.
+pub const DYNAMODB: [&str; 2] = ["DYNAMODB_ENDPOINT", "AWS_ENDPOINT_URL_DYNAMODB"];
+/// The SQS endpoint variables, in order of preference.
+pub const SQS: [&str; 2] = ["SQS_ENDPOINT", "AWS_ENDPOINT_URL_SQS"];
+
+/// The first non-empty variable of each group, or `None` after a SKIPPED line on the process's
+/// stderr (the test harness captures `eprintln!` of passing tests, and a skip must be seen).
+/// With `REQUIRE_EMULATORS` set (to anything but empty or `0`, as CI does) a missing endpoint
+/// is a failure instead.
+pub fn endpoints<const N: usize>(test: &str, groups: [[&str; 2]; N]) -> Option<[String; N]> {
+    let found: Vec<Option<String>> = groups
+        .iter()
+        .map(|names| {
+            names
+                .iter()
+                .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+        })
+        .collect();
+    if found.iter().all(Option::is_some) {
+        return found
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .try_into()
+            .ok();
+    }
+    let wanted = groups.map(|g| g[0]).join(" and ");
+    let required = std::env::var("REQUIRE_EMULATORS").is_ok_and(|v| !v.is_empty() && v != "0");
+    assert!(
+        !required,
+        "REQUIRE_EMULATORS is set but {wanted} is not (start one with scripts/aws-emulator.sh \
+         start, then set it to $(cat .tools/moto/endpoint))"
+    );
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let line = format!(
+            "\n*** SKIPPED {test}: needs {wanted} (scripts/aws-emulator.sh start, then set it to \
+             $(cat .tools/moto/endpoint)) ***\n"
+        );
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    });
+    None
+}
