@@ -2,7 +2,7 @@
 # Drives a freshly built `mcp-tasks serve` (built-in tools, throwaway data dir, free localhost
 # port) with the pinned official SDK clients (scripts/install-peers.sh). Any failed check fails.
 #   bash scripts/peers.sh                 # every peer
-#   PEERS="ts-sdk1" bash scripts/peers.sh # one peer (ts-sdk1, py-mcp2)
+#   PEERS="ts-sdk1" bash scripts/peers.sh # some peers (ts-sdk1, py-mcp2, py-fastmcp, ts-client2)
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,25 +39,54 @@ until timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null; do
 done
 echo "peers: server pid $server_pid at $url"
 
-failed=()
-for peer in ${PEERS:-ts-sdk1 py-mcp2}; do
-  echo "--- peer $peer"
-  case "$peer" in
-    ts-sdk1)
-      timeout 180 .tools/bin/node22 tests/peers/ts-sdk1-legacy.mjs \
-        .tools/peers/ts-sdk1/node_modules/@modelcontextprotocol/sdk "$url" || failed+=("$peer")
-      ;;
-    py-mcp2)
-      timeout 180 .tools/peers/py-mcp2/bin/python tests/peers/py-mcp2-modern.py "$url" || failed+=("$peer")
-      ;;
-    *) echo "peers: unknown peer $peer"; failed+=("$peer") ;;
+# Each peer prints one line per check ("ok   ..." or "FAIL ..."); they are counted for the summary.
+peer_cmd() {
+  case "$1" in
+    ts-sdk1) echo .tools/bin/node22 tests/peers/ts-sdk1-legacy.mjs \
+      .tools/peers/ts-sdk1/node_modules/@modelcontextprotocol/sdk "$url" ;;
+    py-mcp2) echo .tools/peers/py-mcp2/bin/python tests/peers/py-mcp2-modern.py "$url" ;;
+    py-fastmcp) echo .tools/peers/py-fastmcp/bin/python tests/peers/py-fastmcp-tasks.py "$url" ;;
+    ts-client2) echo .tools/bin/node22 tests/peers/ts-client2-modern.mjs .tools/peers/ts-client2/node_modules "$url" ;;
+    *) return 1 ;;
   esac
+}
+failed=()
+summary=()
+total_ok=0
+total_fail=0
+peer_log="$(mktemp "${TMPDIR:-/tmp}/mcp-tasks-peers-out.XXXXXX")"
+for peer in ${PEERS:-ts-sdk1 py-mcp2 py-fastmcp ts-client2}; do
+  echo "--- peer $peer"
+  if ! cmd="$(peer_cmd "$peer")"; then
+    echo "peers: unknown peer $peer"
+    failed+=("$peer")
+    total_fail=$((total_fail + 1))
+    summary+=("$(printf '%-11s FAILED: unknown peer' "$peer")")
+    continue
+  fi
+  # shellcheck disable=SC2086  # the command line is built above from fixed words and the URL
+  timeout 180 $cmd 2>&1 | tee "$peer_log"
+  rc=${PIPESTATUS[0]}
+  ok=$(grep -c '^ok ' "$peer_log")
+  bad=$(grep -c '^FAIL ' "$peer_log")
+  total_ok=$((total_ok + ok))
+  total_fail=$((total_fail + bad))
+  if [ "$rc" -ne 0 ]; then
+    failed+=("$peer")
+    [ "$bad" -gt 0 ] || total_fail=$((total_fail + 1)) # crashed or timed out: count it once
+    summary+=("$(printf '%-11s FAILED (exit %s): %s ok, %s failed' "$peer" "$rc" "$ok" "$bad")")
+  else
+    summary+=("$(printf '%-11s passed: %s checks ok' "$peer" "$ok")")
+  fi
 done
+rm -f "$peer_log"
 if [ "${#failed[@]}" -gt 0 ]; then
   echo "--- server log (last 50 lines) ---"
   tail -n 50 "$server_log"
-  rm -f "$server_log"
-  die "failed: ${failed[*]}"
 fi
 rm -f "$server_log"
+echo "--- peers summary"
+for line in "${summary[@]}"; do echo "  $line"; done
+echo "peers: $total_ok passed, $total_fail failed"
+[ "${#failed[@]}" -eq 0 ] || die "failed: ${failed[*]}"
 echo "peers: all passed"
