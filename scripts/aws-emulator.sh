@@ -25,19 +25,11 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="$root/.tools/moto"
 venv="$dir/venv"
 
-installed_version() {
-  [ -x "$venv/bin/python" ] || return 0
-  "$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("moto"))' 2>/dev/null || true
-}
+# shellcheck source=lib/pyvenv.sh
+. "$root/scripts/lib/pyvenv.sh"
 
 install() {
-  if [ "$(installed_version)" = "$MOTO_VERSION" ] && [ -x "$venv/bin/moto_server" ]; then
-    return
-  fi
-  echo "aws-emulator: installing moto[server]==$MOTO_VERSION into $venv" >&2
-  mkdir -p "$dir"
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION"
+  ensure_pyvenv "$venv" moto "$MOTO_VERSION" "moto[server]==$MOTO_VERSION"
 }
 
 running() {

@@ -23,12 +23,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 tools="$root/.tools/cargo-lambda"
 
-if [ ! -x "$tools/venv/bin/cargo-lambda" ]; then
-  echo "aws-local: installing cargo-lambda==$CARGO_LAMBDA_VERSION into $tools/venv" >&2
-  mkdir -p "$tools"
-  python3 -m venv "$tools/venv"
-  "$tools/venv/bin/pip" install --quiet --disable-pip-version-check "cargo-lambda==$CARGO_LAMBDA_VERSION"
-fi
+# shellcheck source=lib/pyvenv.sh
+. scripts/lib/pyvenv.sh
+ensure_pyvenv "$tools/venv" cargo-lambda "$CARGO_LAMBDA_VERSION"
 
 pids=()
 cleanup() {

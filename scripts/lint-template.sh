@@ -16,28 +16,17 @@ SAM_CLI_VERSION=1.170.0
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 template="${1:-$root/template.yaml}"
 
-# Installs `$2==$3` into the venv `$1` unless that version is already there.
-ensure() {
-  local venv="$1" pkg="$2" version="$3" have=""
-  if [ -x "$venv/bin/python" ]; then
-    have="$("$venv/bin/python" -c "import importlib.metadata as m; print(m.version('$pkg'))" 2>/dev/null || true)"
-  fi
-  if [ "$have" != "$version" ]; then
-    echo "lint-template: installing $pkg==$version into $venv" >&2
-    mkdir -p "$(dirname "$venv")"
-    python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$pkg==$version"
-  fi
-}
+# shellcheck source=lib/pyvenv.sh
+. "$root/scripts/lib/pyvenv.sh"
 
 cfn="$root/.tools/cfn-lint/venv"
-ensure "$cfn" cfn-lint "$CFN_LINT_VERSION"
+ensure_pyvenv "$cfn" cfn-lint "$CFN_LINT_VERSION"
 "$cfn/bin/cfn-lint" "$template"
 echo "lint-template: cfn-lint $CFN_LINT_VERSION passes" >&2
 
 if [ "${SKIP_SAM:-0}" != "1" ]; then
   sam="$root/.tools/sam/venv"
-  ensure "$sam" aws-sam-cli "$SAM_CLI_VERSION"
+  ensure_pyvenv "$sam" aws-sam-cli "$SAM_CLI_VERSION"
   SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-us-east-1}" \
     "$sam/bin/sam" validate --lint --template "$template"
   echo "lint-template: sam validate --lint ($SAM_CLI_VERSION) passes" >&2

@@ -14,6 +14,7 @@
 #
 #   bash scripts/soak.sh                       # defaults: a few minutes
 #   SOAK_KILL_CYCLES=200 SOAK_CANCEL_TRIALS=2000 SOAK_TIMEOUT=7200 bash scripts/soak.sh
+#   SOAK_RELEASE=1 bash scripts/soak.sh        # the server built with the release profile
 set -euo pipefail
 
 cd "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,6 +34,9 @@ export FAULTS_CANCEL_PARALLEL="${SOAK_CANCEL_PARALLEL:-10}"
 timeout_s="${SOAK_TIMEOUT:-1800}"
 
 cargo=(cargo test -p mcp-tasks --features fault-injection --test faults)
+# The release profile (lto, one codegen unit) changes timing and inlining, not the logic:
+# worth a run before a release.
+[[ "${SOAK_RELEASE:-0}" = 1 ]] && cargo+=(--release)
 echo "==> building (${cargo[*]} --no-run)"
 "${cargo[@]}" --no-run --quiet
 
