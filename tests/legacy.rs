@@ -372,3 +372,82 @@ async fn experimental_tasks_run_on_the_same_engine() {
         assert_eq!(e["code"], -32602, "{m}: {e}");
     }
 }
+
+/// `tasks/list` pages: 100 tasks a page, oldest first, an opaque `nextCursor` until the
+/// last page, a cursor that still works after its task finished, and `-32602` for a cursor
+/// that is not ours (with no effect).
+#[tokio::test]
+async fn tasks_list_pages_with_an_opaque_cursor() {
+    let dir = data_dir();
+    let s = Server::start(dir.path(), &[]);
+    let c = s.client();
+    let mut made = Vec::new();
+    for _ in 0..105 {
+        let created = ok(&c
+            .legacy_send(
+                V25,
+                "tools/call",
+                json!({"name": "wait", "arguments": {"seconds": 600}, "task": {}}),
+            )
+            .await);
+        made.push(created["task"]["taskId"].as_str().unwrap().to_owned());
+    }
+    let ids = |page: &Value| -> Vec<String> {
+        page["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                check_task(t);
+                t["taskId"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    };
+    // Task-id order: creation order to the millisecond (ids start with a ULID).
+    made.sort();
+    let first = ok(&c.legacy_send(V25, "tasks/list", json!({})).await);
+    assert_eq!(ids(&first), made[..100].to_vec());
+    let cursor = first["nextCursor"]
+        .as_str()
+        .expect("a next page")
+        .to_owned();
+    assert!(!cursor.contains(&made[99]), "opaque: {cursor}");
+    let second = ok(&c
+        .legacy_send(V25, "tasks/list", json!({"cursor": cursor}))
+        .await);
+    assert_eq!(ids(&second), made[100..].to_vec());
+    assert!(second.get("nextCursor").is_none(), "{second}");
+
+    // The cursor's own task finishing does not break it.
+    ok(&c
+        .legacy_send(V25, "tasks/cancel", json!({"taskId": made[99]}))
+        .await);
+    wait_terminal(&c, &made[99]).await;
+    let again = ok(&c
+        .legacy_send(V25, "tasks/list", json!({"cursor": cursor}))
+        .await);
+    assert_eq!(ids(&again), made[100..].to_vec());
+    assert!(again.get("nextCursor").is_none(), "{again}");
+    let all = ok(&c.legacy_send(V25, "tasks/list", json!({})).await);
+    assert!(!ids(&all).contains(&made[99]));
+
+    // Cursors that are not ours: a bare task id, garbage, another kind of value.
+    for bad in [
+        json!(made[0]),
+        json!("!!not base64!!"),
+        json!(""),
+        json!("x".repeat(5000)),
+        json!(12),
+    ] {
+        let e = err(&c
+            .legacy_send(V25, "tasks/list", json!({"cursor": bad}))
+            .await);
+        assert_eq!(e["code"], -32602, "{bad}: {e}");
+    }
+    for id in &made[..3] {
+        assert_eq!(
+            ok(&c.legacy_send(V25, "tasks/get", json!({"taskId": id})).await)["status"],
+            "working"
+        );
+    }
+}

@@ -36,6 +36,15 @@ impl Default for TaskSettings {
     }
 }
 
+/// One page of [`Engine::list_active_of`].
+#[derive(Debug, Clone)]
+pub struct ActivePage {
+    /// The tasks, in task-id order.
+    pub tasks: Vec<TaskRecord>,
+    /// The task id to continue after, when more tasks may follow.
+    pub next: Option<String>,
+}
+
 /// Creates tasks and serves the `tasks/*` methods.
 #[derive(Clone)]
 pub struct Engine {
@@ -219,26 +228,33 @@ impl Engine {
         }
     }
 
-    /// The caller's non-terminal (and unexpired) tasks, oldest first: the 2025-11-25
-    /// `tasks/list` of the legacy lane. It walks every active key and keeps the tenant's, so
-    /// it costs one pass over all active tasks; a store with a tenant-keyed listing would
-    /// make this one query. Terminal tasks are not listed (the port only lists active ones).
-    pub async fn list_active_of(&self, tenant: &str) -> Result<Vec<TaskRecord>, McpError> {
-        let keys = self
-            .all_active()
+    /// One page of the caller's non-terminal (and unexpired) tasks in task-id order — oldest
+    /// first, as generated ids start with a ULID — after task id `after`: the 2025-11-25
+    /// `tasks/list` of the legacy lane. One tenant-keyed store listing of `limit` records (on
+    /// DynamoDB one `Query` and one `BatchGetItem` for up to 100), never a pass over other
+    /// tenants' tasks. A full page says that more may follow (when the tasks end exactly
+    /// there, the next page is empty): asking for one more record to know would cost a second
+    /// `BatchGetItem` on DynamoDB. Terminal tasks are not listed (the listing holds active ones
+    /// only).
+    pub async fn list_active_of(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<ActivePage, McpError> {
+        let mut tasks = self
+            .store
+            .list_tenant_active(tenant, after, limit)
             .await
             .map_err(|e| internal("listing tasks failed", e))?;
+        // Where this page ends in the listing, even if that task is hidden below.
+        let next = match tasks.last() {
+            Some(last) if tasks.len() >= limit => Some(last.task_id.clone()),
+            _ => None,
+        };
         let now = now_ms();
-        let mut out = Vec::new();
-        for k in keys.into_iter().filter(|k| k.tenant == tenant) {
-            match self.store.get(&k.tenant, &k.task_id).await {
-                Ok(Some(t)) if !t.is_expired(now) && !t.status.is_terminal() => out.push(t),
-                Ok(_) => {}
-                Err(e) => return Err(internal("reading a task failed", e)),
-            }
-        }
-        out.sort_by(|a, b| (a.created_at_ms, &a.task_id).cmp(&(b.created_at_ms, &b.task_id)));
-        Ok(out)
+        tasks.retain(|t| !t.is_expired(now));
+        Ok(ActivePage { tasks, next })
     }
 
     /// Start-up recovery for a store this process owns alone (the embedded store): every

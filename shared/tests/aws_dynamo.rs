@@ -337,3 +337,192 @@ async fn active_listing_pages_across_shards() {
     assert!(store.list_active(None, 0).await.unwrap().is_empty());
     drop_table(&client, store.table_name()).await;
 }
+
+/// The tenant listing drops index entries whose task has finished since (the index lags the
+/// table on AWS; here the item is made terminal behind the adapter's back, keeping its index
+/// attribute) and refills the page from the index, so a short page still means the end.
+#[tokio::test]
+async fn tenant_listing_skips_stale_index_entries_and_keeps_pages_full() {
+    let Some(client) = client().await else { return };
+    let store = fresh_store(&client).await;
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        let t = task("t", None);
+        store.create(&t).await.unwrap();
+        ids.push(t.task_id);
+    }
+    ids.sort();
+    for stale in [&ids[0], &ids[2]] {
+        client
+            .update_item()
+            .table_name(store.table_name())
+            .key(dynamo::ATTR_PK, AttributeValue::S(dynamo::pk("t", stale)))
+            .update_expression("SET #s = :done")
+            .expression_attribute_names("#s", "status")
+            .expression_attribute_values(":done", AttributeValue::S("completed".into()))
+            .send()
+            .await
+            .unwrap();
+    }
+    let ids_of = |page: Vec<mcp_tasks_core::task::TaskRecord>| {
+        page.into_iter().map(|t| t.task_id).collect::<Vec<_>>()
+    };
+    let first = ids_of(store.list_tenant_active("t", None, 2).await.unwrap());
+    assert_eq!(first, vec![ids[1].clone(), ids[3].clone()]);
+    let rest = ids_of(
+        store
+            .list_tenant_active("t", Some(&ids[3]), 2)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(rest, ids[4..].to_vec());
+    drop_table(&client, store.table_name()).await;
+}
+
+/// A table made before the `tenant_active` index existed: `create_table` backfills the
+/// attribute onto its active items (not the finished ones) and adds the index, after which the
+/// tenant listing finds the old tasks.
+#[tokio::test]
+async fn create_table_adds_the_tenant_index_to_an_older_table_and_backfills_it() {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
+        Projection, ProjectionType, ScalarAttributeType,
+    };
+    let Some(client) = client().await else { return };
+    let name = unique_table();
+    let key = |attr: &str, kind: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(attr)
+            .key_type(kind)
+            .build()
+            .unwrap()
+    };
+    let def = |attr: &str, kind: ScalarAttributeType| {
+        AttributeDefinition::builder()
+            .attribute_name(attr)
+            .attribute_type(kind)
+            .build()
+            .unwrap()
+    };
+    let index = |index: &str, sort: &str| {
+        GlobalSecondaryIndex::builder()
+            .index_name(index)
+            .key_schema(key(dynamo::ATTR_SHARD, KeyType::Hash))
+            .key_schema(key(sort, KeyType::Range))
+            .projection(
+                Projection::builder()
+                    .projection_type(ProjectionType::KeysOnly)
+                    .build(),
+            )
+            .build()
+            .unwrap()
+    };
+    // The layout of the previous release.
+    client
+        .create_table()
+        .table_name(&name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(key(dynamo::ATTR_PK, KeyType::Hash))
+        .attribute_definitions(def(dynamo::ATTR_PK, ScalarAttributeType::S))
+        .attribute_definitions(def(dynamo::ATTR_SHARD, ScalarAttributeType::N))
+        .attribute_definitions(def(dynamo::ATTR_ACTIVE, ScalarAttributeType::S))
+        .attribute_definitions(def(dynamo::ATTR_EXPIRES_MS, ScalarAttributeType::N))
+        .global_secondary_indexes(index(dynamo::INDEX_ACTIVE, dynamo::ATTR_ACTIVE))
+        .global_secondary_indexes(index(dynamo::INDEX_EXPIRY, dynamo::ATTR_EXPIRES_MS))
+        .send()
+        .await
+        .unwrap();
+    let store = DynamoStore::new(client.clone(), name.clone());
+    let mut active = Vec::new();
+    for tenant in ["a", "a#b", "a", "b"] {
+        let t = task(tenant, None);
+        store.create(&t).await.unwrap();
+        active.push(t);
+    }
+    let mut done = task("a", None);
+    store.create(&done).await.unwrap();
+    done.complete(json!({"content": []})).unwrap();
+    store.update(&done).await.unwrap();
+    // Items as the previous release wrote them: without the attribute.
+    for t in &active {
+        client
+            .update_item()
+            .table_name(&name)
+            .key(
+                dynamo::ATTR_PK,
+                AttributeValue::S(dynamo::pk(&t.tenant, &t.task_id)),
+            )
+            .update_expression("REMOVE #t")
+            .expression_attribute_names("#t", dynamo::ATTR_TENANT_ACTIVE)
+            .send()
+            .await
+            .unwrap();
+    }
+
+    dynamo::create_table(&client, &name).await.unwrap();
+    let table = client
+        .describe_table()
+        .table_name(&name)
+        .send()
+        .await
+        .unwrap();
+    let gsi = table
+        .table()
+        .unwrap()
+        .global_secondary_indexes()
+        .iter()
+        .find(|i| i.index_name() == Some(dynamo::INDEX_TENANT_ACTIVE))
+        .expect("the tenant index was added");
+    let schema: Vec<(&str, &KeyType)> = gsi
+        .key_schema()
+        .iter()
+        .map(|k| (k.attribute_name(), k.key_type()))
+        .collect();
+    assert_eq!(
+        schema,
+        vec![
+            (dynamo::ATTR_TENANT_ACTIVE, &KeyType::Hash),
+            (dynamo::ATTR_PK, &KeyType::Range)
+        ]
+    );
+    for t in &active {
+        let item = raw_item(&client, &name, dynamo::pk(&t.tenant, &t.task_id))
+            .await
+            .unwrap();
+        assert_eq!(
+            item[dynamo::ATTR_TENANT_ACTIVE].as_s().unwrap(),
+            &dynamo::tenant_hash(&t.tenant)
+        );
+        assert_eq!(
+            item["version"].as_n().unwrap(),
+            "0",
+            "the backfill bumps no version"
+        );
+    }
+    let item = raw_item(&client, &name, dynamo::pk("a", &done.task_id))
+        .await
+        .unwrap();
+    assert!(
+        !item.contains_key(dynamo::ATTR_TENANT_ACTIVE),
+        "finished: not backfilled"
+    );
+    let listed = store.list_tenant_active("a", None, 10).await.unwrap();
+    let mut want = vec![active[0].task_id.clone(), active[2].task_id.clone()];
+    want.sort();
+    assert_eq!(
+        listed.iter().map(|t| t.task_id.clone()).collect::<Vec<_>>(),
+        want
+    );
+    assert_eq!(
+        store
+            .list_tenant_active("a#b", None, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // Idempotent: nothing left to backfill, nothing to add.
+    assert_eq!(store.backfill_tenant_index().await.unwrap(), 0);
+    dynamo::create_table(&client, &name).await.unwrap();
+    drop_table(&client, &name).await;
+}

@@ -6,13 +6,16 @@
 //! console, `status` and `version` usable in conditions). Next to them the adapter writes only
 //! its key, index and TTL attributes ([`ATTR_PK`] and friends):
 //!
-//! | attribute    | type | present                | what for                                    |
-//! |--------------|------|------------------------|---------------------------------------------|
-//! | `pk`         | S    | always                 | table key: `{tenant}#{taskId}`              |
-//! | `shard`      | N    | always                 | partition key of both indexes (0..[`SHARDS`]) |
-//! | `active_pk`  | S    | while non-terminal     | sort key of the sparse `active` index       |
-//! | `expires_ms` | N    | when the task has a TTL| sort key of the sparse `expiry` index       |
-//! | `ttl`        | N    | when the task has a TTL| DynamoDB TTL, epoch **seconds** (rounded up)|
+//! | attribute       | type | present            | what for                                     |
+//! |-----------------|------|--------------------|----------------------------------------------|
+//! | `pk`            | S    | always             | table key: `{tenant}#{taskId}`               |
+//! | `shard`         | N    | always             | partition key of `active` and `expiry`       |
+//! | `active_pk`     | S    | while non-terminal | sort key of the sparse `active` index        |
+//! | `tenant_active` | S    | while non-terminal | `tenant_active` partition key: `{tenant}#`   |
+//! | `expires_ms`    | N    | with a TTL         | sort key of the sparse `expiry` index        |
+//! | `ttl`           | N    | with a TTL         | DynamoDB TTL, epoch **seconds** (rounded up) |
+//!
+//! `pk` is also the sort key of the `tenant_active` index; `shard` is `0..`[`SHARDS`].
 //!
 //! The tenant is part of the key, so a lookup with another tenant addresses another item: a
 //! foreign task reads exactly like a missing one, and a foreign update or delete touches
@@ -23,15 +26,38 @@
 //!
 //! # The indexes (no scans)
 //!
-//! `active` (`shard`, `active_pk`) and `expiry` (`shard`, `expires_ms`), both KEYS_ONLY and
-//! sparse: `active_pk` exists only while a task is non-terminal, `expires_ms` only when it
-//! has a TTL. A single index partition takes about 1000 writes a second, so the index
+//! `active` (`shard`, `active_pk`), `expiry` (`shard`, `expires_ms`) and `tenant_active`
+//! (`tenant_active`, `pk`), all KEYS_ONLY and sparse: `active_pk` and `tenant_active` exist
+//! only while a task is non-terminal (every write is a whole-item `PutItem`, so a terminal
+//! transition drops both from the item and thereby from their indexes), `expires_ms` only when
+//! it has a TTL. A single index partition takes about 1000 writes a second, so the index
 //! partition key is a fixed shard (a stable hash of `pk`) rather than a constant.
 //! [`list_active`](TaskStore::list_active) therefore pages in **(shard, key)** order — a fixed
 //! total order, which is all the port promises — and fills a page across shards, so a short
 //! page still means the end. Index reads are eventually consistent (DynamoDB offers nothing
 //! else on a GSI): a listing may lag a write briefly, which the sweeps tolerate because they
 //! re-read every key with a consistent [`get`](TaskStore::get) before acting.
+//!
+//! `tenant_active` serves one tenant's listing (the legacy `tasks/list`,
+//! [`list_tenant_active`](TaskStore::list_tenant_active)) without touching other tenants: its
+//! partition key is the escaped tenant followed by `#` (the `pk` prefix: never empty, which a
+//! DynamoDB key must not be, and at most 1024 bytes as `pk` is), its sort key is `pk` itself,
+//! so one tenant's active tasks are one index partition in task-id order. One partition per
+//! tenant is deliberate: a listing is one `Query`, and the index is written only when a task
+//! enters or leaves it (create, terminal transition, delete; other updates change neither key
+//! and nothing else is projected). A partition takes about 1000 writes a second, so one tenant
+//! could start and finish some 500 tasks a second before its index partition throttles (and
+//! with it, as DynamoDB does for a throttled GSI, that tenant's writes to the table).
+//!
+//! ## Adding `tenant_active` to an existing table
+//!
+//! `sam deploy` adds the index (CloudFormation creates a GSI in place); [`create_table`] adds
+//! it to a table an older `create_table` made. Either way, items written before this release
+//! lack `tenant_active`: until their next write, active tasks of that time would be missing
+//! from `tasks/list`. [`DynamoStore::backfill_tenant_index`] adds the attribute to them
+//! (conditional, idempotent, no version change); `create_table` runs it just before it adds
+//! the index, and after a `sam deploy` it should be run once every function runs this code
+//! (it needs `dynamodb:Query` on the `active` index and `dynamodb:UpdateItem` on the table).
 //!
 //! # Costs per call
 //!
@@ -43,6 +69,10 @@
 //!   removes the `active` entry). A lost condition still costs the write units.
 //! - `list_active`: one `Query` per shard visited (at least one, at most [`SHARDS`] plus
 //!   continuation pages), keys only.
+//! - `list_tenant_active`: one `Query` of the tenant's index partition (keys only, `Limit` =
+//!   the page) and one `BatchGetItem` with consistent reads for those records (chunks of 100;
+//!   repeated only for `UnprocessedKeys`, e.g. over its 16 MB response limit). Entries that
+//!   turn out finished (the index lags) are dropped and the page is refilled from the index.
 //! - `list_expired`: up to [`SHARDS`] `Query`s, stopping once `limit` keys are found.
 //! - `delete`: one unconditional `DeleteItem` (plus the index deletes).
 //!
@@ -69,8 +99,9 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, IndexStatus,
-    KeySchemaElement, KeyType, Projection, ProjectionType, ScalarAttributeType, TableStatus,
+    AttributeDefinition, AttributeValue, BillingMode, CreateGlobalSecondaryIndexAction,
+    GlobalSecondaryIndex, GlobalSecondaryIndexUpdate, IndexStatus, KeySchemaElement, KeyType,
+    KeysAndAttributes, Projection, ProjectionType, ScalarAttributeType, TableStatus,
     TimeToLiveSpecification, TimeToLiveStatus,
 };
 use serde_dynamo::aws_sdk_dynamodb_1 as sd;
@@ -85,6 +116,9 @@ pub const ATTR_PK: &str = "pk";
 pub const ATTR_SHARD: &str = "shard";
 /// Sort key of the `active` index; present only while the task is non-terminal.
 pub const ATTR_ACTIVE: &str = "active_pk";
+/// Partition key of the `tenant_active` index: the escaped tenant and `#`; present only while
+/// the task is non-terminal.
+pub const ATTR_TENANT_ACTIVE: &str = "tenant_active";
 /// Sort key of the `expiry` index: epoch milliseconds of expiry; present only with a TTL.
 pub const ATTR_EXPIRES_MS: &str = "expires_ms";
 /// DynamoDB's TTL attribute: epoch seconds of expiry, rounded up; present only with a TTL.
@@ -93,6 +127,8 @@ pub const ATTR_TTL: &str = "ttl";
 pub const INDEX_ACTIVE: &str = "active";
 /// The sparse index of tasks with an expiry.
 pub const INDEX_EXPIRY: &str = "expiry";
+/// The sparse index of each tenant's non-terminal tasks.
+pub const INDEX_TENANT_ACTIVE: &str = "tenant_active";
 /// Number of index shards. Stored in every item: changing it needs a migration.
 pub const SHARDS: u32 = 16;
 
@@ -100,10 +136,21 @@ pub const SHARDS: u32 = 16;
 const MAX_ITEM_BYTES: usize = 400 * 1024;
 /// DynamoDB's nesting limit for maps and lists.
 const MAX_DEPTH: usize = 32;
-/// DynamoDB's limit for a sort key value (an index's `active_pk`).
+/// DynamoDB's limit for a sort key value (`active_pk`, and `pk` in `tenant_active`).
 const MAX_SORT_KEY_BYTES: usize = 1024;
+/// Most keys in one `BatchGetItem`.
+const MAX_BATCH_GET: usize = 100;
+/// `BatchGetItem` rounds (each after a pause) before leftover `UnprocessedKeys` fail a call.
+const BATCH_GET_ROUNDS: u32 = 8;
 
-const RESERVED: [&str; 5] = [ATTR_PK, ATTR_SHARD, ATTR_ACTIVE, ATTR_EXPIRES_MS, ATTR_TTL];
+const RESERVED: [&str; 6] = [
+    ATTR_PK,
+    ATTR_SHARD,
+    ATTR_ACTIVE,
+    ATTR_TENANT_ACTIVE,
+    ATTR_EXPIRES_MS,
+    ATTR_TTL,
+];
 const TERMINAL: [&str; 3] = ["completed", "failed", "cancelled"];
 
 /// Task records in one DynamoDB table (create it with [`create_table`]).
@@ -215,6 +262,104 @@ impl DynamoStore {
             }
         }
     }
+
+    /// The records of `pks`, read consistently with `BatchGetItem`; absent keys, and items
+    /// that do not decode (logged; `get` reports them), are missing from the map.
+    /// `UnprocessedKeys` are asked for again after a pause.
+    async fn batch_get(&self, pks: &[String]) -> Result<HashMap<String, TaskRecord>, StoreError> {
+        let mut out = HashMap::with_capacity(pks.len());
+        for chunk in pks.chunks(MAX_BATCH_GET) {
+            let keys = chunk
+                .iter()
+                .map(|k| HashMap::from([(ATTR_PK.to_owned(), AttributeValue::S(k.clone()))]))
+                .collect();
+            let mut request = Some(
+                KeysAndAttributes::builder()
+                    .set_keys(Some(keys))
+                    .consistent_read(true)
+                    .build()
+                    .map_err(|e| backend("batch_get", &self.table, e))?,
+            );
+            let mut pause = Duration::from_millis(25);
+            for round in 0..BATCH_GET_ROUNDS {
+                let Some(req) = request.take() else { break };
+                if round > 0 {
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                let page = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, req)
+                    .send()
+                    .await
+                    .map_err(|e| backend("batch_get", &self.table, e))?;
+                for item in page
+                    .responses
+                    .and_then(|mut r| r.remove(&self.table))
+                    .unwrap_or_default()
+                {
+                    let Some(k) = item.get(ATTR_PK).and_then(|v| v.as_s().ok()).cloned() else {
+                        continue;
+                    };
+                    if let Ok(t) = from_item(item) {
+                        out.insert(k, t);
+                    }
+                }
+                request = page
+                    .unprocessed_keys
+                    .and_then(|mut u| u.remove(&self.table))
+                    .filter(|k| !k.keys().is_empty());
+            }
+            if request.is_some() {
+                tracing::warn!(table = %self.table, "dynamodb.batch_get_unprocessed");
+                return Err(StoreError::Backend(
+                    "dynamodb batch_get left keys unprocessed".into(),
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Gives every active task written before the `tenant_active` index existed its
+    /// [`ATTR_TENANT_ACTIVE`] attribute; returns how many items it changed. Idempotent and safe
+    /// beside live traffic: each change is an `UpdateItem` conditional on the task still being
+    /// active (`active_pk` present) and lacking the attribute, and it leaves `version` alone,
+    /// so no writer's condition is disturbed. Run it once every function writes the attribute
+    /// (an older writer's whole-item `PutItem` would drop it again). Costs: the `active` index
+    /// pages ([`SHARDS`] `Query`s and up) and one `UpdateItem` per active task.
+    pub async fn backfill_tenant_index(&self) -> Result<usize, StoreError> {
+        const PAGE: usize = 1000;
+        let mut changed = 0;
+        let mut after: Option<TaskKey> = None;
+        loop {
+            let page = self.list_active(after.as_ref(), PAGE).await?;
+            for k in &page {
+                let res = self
+                    .client
+                    .update_item()
+                    .table_name(&self.table)
+                    .key(ATTR_PK, AttributeValue::S(pk(&k.tenant, &k.task_id)))
+                    .update_expression("SET #t = :t")
+                    .condition_expression("attribute_exists(#a) AND attribute_not_exists(#t)")
+                    .expression_attribute_names("#t", ATTR_TENANT_ACTIVE)
+                    .expression_attribute_names("#a", ATTR_ACTIVE)
+                    .expression_attribute_values(":t", AttributeValue::S(tenant_hash(&k.tenant)))
+                    .send()
+                    .await;
+                match res {
+                    Ok(_) => changed += 1,
+                    Err(e) if is_condition_failed(&e) => {}
+                    Err(e) => return Err(backend("backfill", &self.table, e)),
+                }
+            }
+            if page.len() < PAGE {
+                tracing::info!(table = %self.table, changed, "dynamodb.tenant_index_backfilled");
+                return Ok(changed);
+            }
+            after = page.last().cloned();
+        }
+    }
 }
 
 #[async_trait]
@@ -285,6 +430,62 @@ impl TaskStore for DynamoStore {
         Ok(out)
     }
 
+    async fn list_tenant_active(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        let condition = if after.is_some() {
+            "#t = :t AND #pk > :after"
+        } else {
+            "#t = :t"
+        };
+        let mut start = None;
+        loop {
+            let want = limit - out.len();
+            let mut req = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(INDEX_TENANT_ACTIVE)
+                .key_condition_expression(condition)
+                .expression_attribute_names("#t", ATTR_TENANT_ACTIVE)
+                .expression_attribute_values(":t", AttributeValue::S(tenant_hash(tenant)))
+                .limit(i32::try_from(want).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start);
+            if let Some(a) = after {
+                req = req
+                    .expression_attribute_names("#pk", ATTR_PK)
+                    .expression_attribute_values(":after", AttributeValue::S(pk(tenant, a)));
+            }
+            let page = req
+                .send()
+                .await
+                .map_err(|e| backend("query", &self.table, e))?;
+            let pks: Vec<String> = page
+                .items()
+                .iter()
+                .filter_map(|i| i.get(ATTR_PK).and_then(|v| v.as_s().ok()).cloned())
+                .collect();
+            // The index lags the table: a listed task may have finished or gone since.
+            let mut records = self.batch_get(&pks).await?;
+            out.extend(
+                pks.iter()
+                    .filter_map(|k| records.remove(k))
+                    .filter(|t| t.tenant == tenant && !t.status.is_terminal()),
+            );
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() && out.len() < limit => start = Some(k),
+                _ => return Ok(out),
+            }
+        }
+    }
+
     async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
         let mut out = Vec::new();
         for shard in 0..SHARDS {
@@ -310,56 +511,95 @@ impl TaskStore for DynamoStore {
     }
 }
 
-/// Creates the task table with its two indexes (on-demand billing) and enables TTL on
-/// [`ATTR_TTL`]; waits until all of it is active. Idempotent: an existing table is left as it
-/// is (it is not migrated) and TTL is only switched on when it is off.
+/// An index: its name, partition key and sort key (attribute, type).
+type IndexSpec = (
+    &'static str,
+    (&'static str, ScalarAttributeType),
+    (&'static str, ScalarAttributeType),
+);
+
+/// The table's global secondary indexes (template.yaml declares the same).
+fn index_specs() -> [IndexSpec; 3] {
+    use ScalarAttributeType::{N, S};
+    [
+        (INDEX_ACTIVE, (ATTR_SHARD, N), (ATTR_ACTIVE, S)),
+        (INDEX_EXPIRY, (ATTR_SHARD, N), (ATTR_EXPIRES_MS, N)),
+        (INDEX_TENANT_ACTIVE, (ATTR_TENANT_ACTIVE, S), (ATTR_PK, S)),
+    ]
+}
+
+fn key_element(name: &str, attr: &str, kind: KeyType) -> Result<KeySchemaElement, StoreError> {
+    KeySchemaElement::builder()
+        .attribute_name(attr)
+        .key_type(kind)
+        .build()
+        .map_err(|e| backend("create_table", name, e))
+}
+
+fn attribute(
+    name: &str,
+    attr: &str,
+    kind: ScalarAttributeType,
+) -> Result<AttributeDefinition, StoreError> {
+    AttributeDefinition::builder()
+        .attribute_name(attr)
+        .attribute_type(kind)
+        .build()
+        .map_err(|e| backend("create_table", name, e))
+}
+
+fn keys_only() -> Projection {
+    Projection::builder()
+        .projection_type(ProjectionType::KeysOnly)
+        .build()
+}
+
+/// Creates the task table with its three indexes (on-demand billing) and enables TTL on
+/// [`ATTR_TTL`]; waits until all of it is active. Idempotent: an existing table keeps its
+/// data and settings, gets any index it lacks (one `UpdateTable` each — how a table made
+/// before `tenant_active` existed is migrated, after
+/// [`DynamoStore::backfill_tenant_index`]) and has TTL switched on only when it is off.
+///
+/// On AWS, building an index on a large table takes a while; should this call give up waiting
+/// for it, calling it again resumes waiting.
 pub async fn create_table(client: &Client, name: &str) -> Result<(), StoreError> {
-    let key = |attr: &str, kind: KeyType| {
-        KeySchemaElement::builder()
-            .attribute_name(attr)
-            .key_type(kind)
-            .build()
-            .map_err(|e| backend("create_table", name, e))
-    };
-    let def = |attr: &str, kind: ScalarAttributeType| {
-        AttributeDefinition::builder()
-            .attribute_name(attr)
-            .attribute_type(kind)
-            .build()
-            .map_err(|e| backend("create_table", name, e))
-    };
-    let index = |index: &str, sort: &str| -> Result<GlobalSecondaryIndex, StoreError> {
-        GlobalSecondaryIndex::builder()
-            .index_name(index)
-            .key_schema(key(ATTR_SHARD, KeyType::Hash)?)
-            .key_schema(key(sort, KeyType::Range)?)
-            .projection(
-                Projection::builder()
-                    .projection_type(ProjectionType::KeysOnly)
-                    .build(),
-            )
-            .build()
-            .map_err(|e| backend("create_table", name, e))
-    };
-    let created = client
+    let mut request = client
         .create_table()
         .table_name(name)
         .billing_mode(BillingMode::PayPerRequest)
-        .key_schema(key(ATTR_PK, KeyType::Hash)?)
-        .attribute_definitions(def(ATTR_PK, ScalarAttributeType::S)?)
-        .attribute_definitions(def(ATTR_SHARD, ScalarAttributeType::N)?)
-        .attribute_definitions(def(ATTR_ACTIVE, ScalarAttributeType::S)?)
-        .attribute_definitions(def(ATTR_EXPIRES_MS, ScalarAttributeType::N)?)
-        .global_secondary_indexes(index(INDEX_ACTIVE, ATTR_ACTIVE)?)
-        .global_secondary_indexes(index(INDEX_EXPIRY, ATTR_EXPIRES_MS)?)
-        .send()
-        .await;
-    match created {
-        Ok(_) => tracing::info!(table = name, "dynamodb.table_created"),
-        Err(e) if e.code() == Some("ResourceInUseException") => {}
-        Err(e) => return Err(backend("create_table", name, e)),
+        .key_schema(key_element(name, ATTR_PK, KeyType::Hash)?)
+        .attribute_definitions(attribute(name, ATTR_PK, ScalarAttributeType::S)?);
+    let mut defined = vec![ATTR_PK];
+    for (index, (hash, hash_kind), (sort, sort_kind)) in index_specs() {
+        for (attr, kind) in [(hash, hash_kind), (sort, sort_kind)] {
+            if !defined.contains(&attr) {
+                defined.push(attr);
+                request = request.attribute_definitions(attribute(name, attr, kind)?);
+            }
+        }
+        request = request.global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name(index)
+                .key_schema(key_element(name, hash, KeyType::Hash)?)
+                .key_schema(key_element(name, sort, KeyType::Range)?)
+                .projection(keys_only())
+                .build()
+                .map_err(|e| backend("create_table", name, e))?,
+        );
     }
+    let created = request.send().await;
+    let existed = match created {
+        Ok(_) => {
+            tracing::info!(table = name, "dynamodb.table_created");
+            false
+        }
+        Err(e) if e.code() == Some("ResourceInUseException") => true,
+        Err(e) => return Err(backend("create_table", name, e)),
+    };
     wait_until_active(client, name).await?;
+    if existed {
+        add_missing_indexes(client, name).await?;
+    }
 
     let ttl = client
         .describe_time_to_live()
@@ -388,6 +628,69 @@ pub async fn create_table(client: &Client, name: &str) -> Result<(), StoreError>
             .map_err(|e| backend("update_time_to_live", name, e))?;
     }
     Ok(())
+}
+
+/// Adds the indexes an existing table lacks, one `UpdateTable` each (DynamoDB builds one at a
+/// time), waiting for each to become active. Before `tenant_active` is added, the attribute is
+/// backfilled onto the active items (see the module docs): items need not wait for the index,
+/// and a call that stops half way leaves either no index (the next call backfills again, at
+/// the cost of failed conditions) or one whose items are complete.
+async fn add_missing_indexes(client: &Client, name: &str) -> Result<(), StoreError> {
+    for (index, (hash, hash_kind), (sort, sort_kind)) in index_specs() {
+        if index_names(client, name).await?.iter().any(|i| i == index) {
+            continue;
+        }
+        if index == INDEX_TENANT_ACTIVE {
+            DynamoStore::new(client.clone(), name)
+                .backfill_tenant_index()
+                .await?;
+        }
+        let create = CreateGlobalSecondaryIndexAction::builder()
+            .index_name(index)
+            .key_schema(key_element(name, hash, KeyType::Hash)?)
+            .key_schema(key_element(name, sort, KeyType::Range)?)
+            .projection(keys_only())
+            .build()
+            .map_err(|e| backend("update_table", name, e))?;
+        let added = client
+            .update_table()
+            .table_name(name)
+            .attribute_definitions(attribute(name, hash, hash_kind)?)
+            .attribute_definitions(attribute(name, sort, sort_kind)?)
+            .global_secondary_index_updates(
+                GlobalSecondaryIndexUpdate::builder().create(create).build(),
+            )
+            .send()
+            .await;
+        if let Err(e) = added {
+            // Another process may have added it at the same moment.
+            if !index_names(client, name).await?.iter().any(|i| i == index) {
+                return Err(backend("update_table", name, e));
+            }
+        }
+        tracing::info!(table = name, index, "dynamodb.index_added");
+        wait_until_active(client, name).await?;
+    }
+    Ok(())
+}
+
+/// The names of a table's global secondary indexes.
+async fn index_names(client: &Client, name: &str) -> Result<Vec<String>, StoreError> {
+    let out = client
+        .describe_table()
+        .table_name(name)
+        .send()
+        .await
+        .map_err(|e| backend("describe_table", name, e))?;
+    Ok(out
+        .table()
+        .map(|t| {
+            t.global_secondary_indexes()
+                .iter()
+                .filter_map(|i| i.index_name().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default())
 }
 
 /// Polls until the table and its indexes are active (a few seconds on AWS, at once locally).
@@ -420,7 +723,15 @@ async fn wait_until_active(client: &Client, name: &str) -> Result<(), StoreError
 /// The table key of a task: `{tenant}#{taskId}`, with `%` and `#` escaped in the tenant so the
 /// first `#` always ends it.
 pub fn pk(tenant: &str, task_id: &str) -> String {
-    let mut k = String::with_capacity(tenant.len() + task_id.len() + 1);
+    let mut k = tenant_hash(tenant);
+    k.push_str(task_id);
+    k
+}
+
+/// The `tenant_active` partition key of a tenant: the start of its tasks' [`pk`]s, the escaped
+/// tenant and `#` (so it is never empty, and two tenants never share it).
+pub fn tenant_hash(tenant: &str) -> String {
+    let mut k = String::with_capacity(tenant.len() + 47);
     for c in tenant.chars() {
         match c {
             '%' => k.push_str("%25"),
@@ -429,7 +740,6 @@ pub fn pk(tenant: &str, task_id: &str) -> String {
         }
     }
     k.push('#');
-    k.push_str(task_id);
     k
 }
 
@@ -473,6 +783,10 @@ fn to_item(task: &TaskRecord) -> Result<HashMap<String, AttributeValue>, StoreEr
             return Err(codec("serialize", "tenant and task id exceed 1024 bytes"));
         }
         item.insert(ATTR_ACTIVE.into(), AttributeValue::S(key.clone()));
+        item.insert(
+            ATTR_TENANT_ACTIVE.into(),
+            AttributeValue::S(tenant_hash(&task.tenant)),
+        );
     }
     item.insert(
         ATTR_SHARD.into(),
@@ -651,7 +965,12 @@ mod tests {
         for (tenant, id) in [("a#b", "c"), ("a", "b#c"), ("%#%", "#%#"), ("", "x")] {
             let k = split_pk(&pk(tenant, id)).unwrap();
             assert_eq!((k.tenant.as_str(), k.task_id.as_str()), (tenant, id));
+            // The tenant index's partition key is the key's tenant part: never empty.
+            assert!(pk(tenant, id).starts_with(&tenant_hash(tenant)));
+            assert!(tenant_hash(tenant).ends_with('#'));
         }
+        assert_eq!(tenant_hash(""), "#");
+        assert_ne!(tenant_hash("a#b"), tenant_hash("a%23b"));
     }
 
     #[test]
@@ -671,6 +990,7 @@ mod tests {
         let item = to_item(&t).unwrap();
         assert_eq!(item[ATTR_PK].as_s().unwrap(), &pk("t", &t.task_id));
         assert_eq!(item[ATTR_ACTIVE].as_s().unwrap(), &pk("t", &t.task_id));
+        assert_eq!(item[ATTR_TENANT_ACTIVE].as_s().unwrap(), "t#");
         assert_eq!(item[ATTR_EXPIRES_MS].as_n().unwrap(), "11500");
         assert_eq!(item[ATTR_TTL].as_n().unwrap(), "12", "seconds, rounded up");
         assert!(item["arguments"].is_m(), "native attributes by default");
@@ -679,7 +999,7 @@ mod tests {
         let mut done = record("t", None);
         done.complete(json!({"content": []})).unwrap();
         let item = to_item(&done).unwrap();
-        for absent in [ATTR_ACTIVE, ATTR_EXPIRES_MS, ATTR_TTL] {
+        for absent in [ATTR_ACTIVE, ATTR_TENANT_ACTIVE, ATTR_EXPIRES_MS, ATTR_TTL] {
             assert!(!item.contains_key(absent), "{absent}");
         }
         assert_eq!(from_item(item).unwrap(), done);

@@ -403,47 +403,62 @@ impl McpService {
         }
     }
 
-    /// `tasks/list`: the caller's active tasks, oldest first, in pages; the cursor is the
-    /// last task id of the previous page.
+    /// `tasks/list`: the caller's active tasks, oldest first, in pages of [`LIST_PAGE`]. The
+    /// cursor is opaque to the client (see [`list_cursor`]); one that is not ours is `-32602`.
+    /// A cursor stays good when its task finishes meanwhile: the listing continues after it.
     async fn legacy_list(
         &self,
         req: &Request,
         tenant: &str,
     ) -> Result<Map<String, Value>, McpError> {
-        let cursor = match req.params.get("cursor") {
+        let after = match req.params.get("cursor") {
             None | Some(Value::Null) => None,
-            Some(Value::String(c)) => Some(c.clone()),
+            Some(Value::String(c)) => {
+                Some(cursor_position(c).ok_or_else(|| McpError::invalid_params("Invalid cursor"))?)
+            }
             Some(_) => return Err(McpError::invalid_params("params.cursor must be a string")),
         };
-        let tasks = self.engine.list_active_of(tenant).await?;
-        let start = match &cursor {
-            None => 0,
-            Some(c) => match tasks.iter().position(|t| &t.task_id == c) {
-                Some(i) => i + 1,
-                // The cursor's task finished (or never was ours): restart after the tasks
-                // created no later than it would have been, which a ULID id tells.
-                None if crate::task::is_valid_task_id(c) => tasks
-                    .iter()
-                    .position(|t| t.task_id.as_str() > c.as_str())
-                    .unwrap_or(tasks.len()),
-                None => return Err(McpError::invalid_params("Unknown cursor")),
-            },
-        };
-        let page: Vec<Value> = tasks
-            .iter()
-            .skip(start)
-            .take(LIST_PAGE)
-            .map(|t| Value::Object(legacy_task(t)))
-            .collect();
+        let page = self
+            .engine
+            .list_active_of(tenant, after.as_deref(), LIST_PAGE)
+            .await?;
         let mut m = Map::new();
-        if start + page.len() < tasks.len()
-            && let Some(last) = page.last()
-        {
-            m.insert("nextCursor".into(), last["taskId"].clone());
+        m.insert(
+            "tasks".into(),
+            page.tasks
+                .iter()
+                .map(|t| Value::Object(legacy_task(t)))
+                .collect(),
+        );
+        if let Some(next) = &page.next {
+            m.insert("nextCursor".into(), json!(list_cursor(next)));
         }
-        m.insert("tasks".into(), Value::Array(page));
         Ok(m)
     }
+}
+
+/// Marks a `tasks/list` cursor (and versions its format).
+const CURSOR_TAG: &str = "tasks/list:v1:";
+
+/// The `tasks/list` cursor that continues after task `after`: base64url of a tag and the task
+/// id. Opaque to clients; it names only a position in the caller's own listing, so a forged
+/// one can show nothing a fresh listing would not.
+fn list_cursor(after: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{CURSOR_TAG}{after}"))
+}
+
+/// The task id a `tasks/list` cursor continues after, or `None` when it is not one of ours.
+fn cursor_position(cursor: &str) -> Option<String> {
+    use base64::Engine as _;
+    if cursor.len() > 256 {
+        return None;
+    }
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()?;
+    let id = std::str::from_utf8(&bytes).ok()?.strip_prefix(CURSOR_TAG)?;
+    crate::task::is_valid_task_id(id).then(|| id.to_owned())
 }
 
 fn needs_input(name: &str) -> McpError {

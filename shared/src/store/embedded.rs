@@ -15,7 +15,9 @@ use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{StoreError, TaskKey, TaskStore, decode, encode, key, key_of, split_key};
+use super::{
+    StoreError, TaskKey, TaskStore, decode, encode, key, key_of, split_key, tenant_prefix,
+};
 use crate::task::TaskRecord;
 
 const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
@@ -290,6 +292,50 @@ impl TaskStore for EmbeddedStore {
             out.extend(split_key(k.value()));
             if out.len() >= limit {
                 break;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn list_tenant_active(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        use std::ops::Bound;
+        // A prefix range scan of the `active` table: the tenant's keys are contiguous and in
+        // task-id order. Index and records are read in one snapshot.
+        let txn = self.inner.db.begin_read().map_err(backend)?;
+        let active = txn.open_table(ACTIVE).map_err(backend)?;
+        let tasks = txn.open_table(TASKS).map_err(backend)?;
+        let prefix = tenant_prefix(tenant);
+        let after = after.map(|a| key(tenant, a));
+        let start = match &after {
+            Some(a) => Bound::Excluded(a.as_str()),
+            None => Bound::Included(prefix.as_str()),
+        };
+        let mut out = Vec::new();
+        for entry in active
+            .range::<&str>((start, Bound::Unbounded))
+            .map_err(backend)?
+        {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, _) = entry.map_err(backend)?;
+            let k = k.value();
+            if !k.starts_with(&prefix) {
+                break;
+            }
+            let Some(bytes) = tasks.get(k).map_err(backend)? else {
+                continue;
+            };
+            match decode(bytes.value()) {
+                Ok(t) if t.tenant == tenant && !t.status.is_terminal() => out.push(t),
+                Ok(_) => {}
+                // One unreadable record must not hide the tenant's others (`get` reports it).
+                Err(e) => tracing::warn!(error = %e, "skipping an undecodable task record"),
             }
         }
         Ok(out)

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::{StoreError, TaskKey, TaskStore, encode, key, key_of, split_key};
+use super::{StoreError, TaskKey, TaskStore, encode, key, key_of, split_key, tenant_prefix};
 use crate::task::TaskRecord;
 
 /// Records in a map behind a mutex; the lock is never held across an await.
@@ -76,6 +76,30 @@ impl TaskStore for MemoryStore {
             .filter(|(_, t)| !t.status.is_terminal())
             .filter_map(|(k, _)| split_key(k))
             .take(limit)
+            .collect())
+    }
+
+    async fn list_tenant_active(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        use std::ops::Bound;
+        // The tenant's keys are one contiguous range (its prefix), in task-id order.
+        let prefix = tenant_prefix(tenant);
+        let start = match after {
+            Some(a) => Bound::Excluded(key(tenant, a)),
+            None => Bound::Included(prefix.clone()),
+        };
+        Ok(self
+            .items()
+            .range((start, Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(_, t)| t)
+            .filter(|t| t.tenant == tenant && !t.status.is_terminal())
+            .take(limit)
+            .cloned()
             .collect())
     }
 

@@ -69,9 +69,18 @@ pub fn record_len(task: &TaskRecord) -> usize {
 ///   starting after `after`, which need not be listed any more (finished or deleted since);
 ///   every page is full until the last, so fewer than `limit` keys means the end (pages for
 ///   recovery and the orphan sweep; never shown to a client);
-/// - the listings (`list_active`, `list_expired`) may lag the latest writes where the backend
-///   indexes them eventually consistently (DynamoDB's global secondary indexes): callers
-///   re-read each key with `get` before acting on it;
+/// - `list_tenant_active` returns the records of ONE tenant's non-terminal tasks (the
+///   2025-11-25 `tasks/list`), in **task-id order** (byte order of the ids; generated ids start
+///   with a ULID, so this is creation order to the millisecond, ties in random but fixed order),
+///   starting after the task id `after`, which need not exist any more (finished or deleted
+///   since); at most `limit` records and every page full until the last, so fewer than `limit`
+///   means the end. The tenant is matched exactly: no other tenant's task is ever listed,
+///   whatever the names (`"a"` never sees `"a#b"`'s or `"ab"`'s tasks). Each record is as `get`
+///   would return it, never terminal; only which keys are found may lag (see below). Expiry is
+///   not checked (the engine does);
+/// - the listings (`list_active`, `list_tenant_active`, `list_expired`) may lag the latest
+///   writes where the backend indexes them eventually consistently (DynamoDB's global secondary
+///   indexes): callers of the key listings re-read each key with `get` before acting on it;
 /// - `delete` removes a record (purge of expired tasks); absent is not an error.
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
@@ -87,6 +96,49 @@ pub trait TaskStore: Send + Sync + 'static {
         after: Option<&TaskKey>,
         limit: usize,
     ) -> Result<Vec<TaskKey>, StoreError>;
+    /// Records of `tenant`'s non-terminal tasks after task id `after` (in task-id order), at
+    /// most `limit`.
+    ///
+    /// The default walks every tenant's active keys ([`list_active`](Self::list_active)) and
+    /// reads the tenant's with `get`: correct, but one pass over all active tasks per page. It
+    /// is there for wrappers and test doubles; every adapter overrides it with a listing keyed
+    /// by the tenant.
+    async fn list_tenant_active(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        const PAGE: usize = 1000;
+        let mut ids = Vec::new();
+        let mut cursor: Option<TaskKey> = None;
+        loop {
+            let page = self.list_active(cursor.as_ref(), PAGE).await?;
+            let done = page.len() < PAGE;
+            cursor = page.last().cloned();
+            ids.extend(
+                page.into_iter()
+                    .filter(|k| k.tenant == tenant && after.is_none_or(|a| k.task_id.as_str() > a))
+                    .map(|k| k.task_id),
+            );
+            if done {
+                break;
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        let mut out = Vec::new();
+        for id in ids {
+            if out.len() >= limit {
+                break;
+            }
+            match self.get(tenant, &id).await? {
+                Some(t) if !t.status.is_terminal() => out.push(t),
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
     /// Keys of all tasks whose expiry is at or before `now_ms`, at most `limit`.
     async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError>;
     /// Removes a task.
@@ -113,6 +165,13 @@ pub(crate) fn key(tenant: &str, task_id: &str) -> String {
     format!("{tenant}\u{1f}{task_id}")
 }
 
+/// The start of every composite key of `tenant`'s tasks. Tenants never contain control
+/// characters (the authenticator refuses them), so no other tenant's keys share it; the local
+/// adapters still compare each listed record's tenant exactly.
+pub(crate) fn tenant_prefix(tenant: &str) -> String {
+    key(tenant, "")
+}
+
 /// The composite key of a [`TaskKey`].
 pub(crate) fn key_of(k: &TaskKey) -> String {
     key(&k.tenant, &k.task_id)
@@ -125,4 +184,44 @@ pub(crate) fn split_key(k: &str) -> Option<TaskKey> {
         tenant: tenant.to_owned(),
         task_id: task_id.to_owned(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::memory::MemoryStore;
+
+    /// A wrapper that overrides nothing optional: it gets the default tenant listing.
+    struct Wrapped(MemoryStore);
+
+    #[async_trait]
+    impl TaskStore for Wrapped {
+        async fn create(&self, task: &TaskRecord) -> Result<(), StoreError> {
+            self.0.create(task).await
+        }
+        async fn get(&self, tenant: &str, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+            self.0.get(tenant, id).await
+        }
+        async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
+            self.0.update(task).await
+        }
+        async fn list_active(
+            &self,
+            after: Option<&TaskKey>,
+            limit: usize,
+        ) -> Result<Vec<TaskKey>, StoreError> {
+            self.0.list_active(after, limit).await
+        }
+        async fn list_expired(&self, now: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
+            self.0.list_expired(now, limit).await
+        }
+        async fn delete(&self, tenant: &str, id: &str) -> Result<(), StoreError> {
+            self.0.delete(tenant, id).await
+        }
+    }
+
+    #[tokio::test]
+    async fn the_default_tenant_listing_passes_the_contract() {
+        contract::run_all(|| async { Wrapped(MemoryStore::new()) }).await;
+    }
 }
