@@ -1,0 +1,347 @@
+//! Whole task lifecycles through the REAL Lambda function binaries (`mcp`, `tasks`, `worker`,
+//! `sweep`) against the DynamoDB/SQS emulator, behind an emulated API Gateway (REST proxy
+//! events, `Mcp-Method: tasks/*` routed to `tasks`), an emulated SQS event source mapping and
+//! per-function Lambda Runtime APIs (tests/support_aws).
+//!
+//! Needs both emulators (`DYNAMODB_ENDPOINT`/`AWS_ENDPOINT_URL_DYNAMODB` and
+//! `SQS_ENDPOINT`/`AWS_ENDPOINT_URL_SQS`); without them it prints a loud SKIPPED line and
+//! passes, unless `REQUIRE_EMULATORS` is set. The test builds the function binaries itself
+//! (`cargo build --workspace --all-features --bins`). Each test prints its DynamoDB/SQS calls
+//! per function as an `AWS CALLS` line (run with `--nocapture` to see them).
+//!
+//! ```text
+//! scripts/aws-emulator.sh start
+//! E=$(cat .tools/moto/endpoint) DYNAMODB_ENDPOINT=$E SQS_ENDPOINT=$E REQUIRE_EMULATORS=1 \
+//!   cargo test -p mcp-tasks --all-features --test aws_functions -- --nocapture
+//! ```
+
+#[path = "../shared/tests/common/mod.rs"]
+mod common;
+mod support;
+mod support_aws;
+
+use std::time::Duration;
+
+use mcp_tasks_core::store::TaskStore as _;
+use mcp_tasks_core::task::{TaskRecord, new_task_id};
+use serde_json::{Value, json};
+use support::Client;
+use support_aws::{DYNAMO_READS, DYNAMO_WRITES, Env, Options};
+
+const WITHIN: Duration = Duration::from_secs(30);
+
+/// The tenant of every request with `AUTH_MODE=none`.
+const TENANT: &str = "local";
+
+/// How often the tests poll `tasks/get` (the tasks suggest 1 s; faster keeps the test short).
+const POLL: Duration = Duration::from_millis(250);
+
+/// Polls `tasks/get` until `pred` holds (panics after `within`).
+async fn poll(c: &Client, id: &str, within: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+    let start = std::time::Instant::now();
+    loop {
+        let t = c.get_task(id).await;
+        if pred(&t) {
+            return t;
+        }
+        assert!(
+            start.elapsed() < within,
+            "task {id} did not get there in {within:?}: {t}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Polls until the task is terminal.
+async fn poll_terminal(c: &Client, id: &str, within: Duration) -> Value {
+    poll(c, id, within, |t| {
+        matches!(
+            t["status"].as_str(),
+            Some("completed" | "failed" | "cancelled")
+        )
+    })
+    .await
+}
+
+/// The front's routing, as seen by the functions: `tools/call` only ever reached `mcp`, and
+/// every `tasks/*` request reached `tasks`.
+fn assert_routed(env: &Env) {
+    for ((who, service, op), n) in env.counts.snapshot() {
+        if service != "http" {
+            continue;
+        }
+        match who.as_str() {
+            "tasks" => assert!(op.starts_with("tasks/"), "{op} x{n} reached tasks"),
+            "mcp" => assert!(!op.starts_with("tasks/"), "{op} x{n} reached mcp"),
+            other => panic!("{other} served HTTP"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_required_then_update_completes_through_the_functions() {
+    let Some(env) = Env::start("input_required", Options::default()).await else {
+        return;
+    };
+    let c = env.client().with_tasks();
+    let created = c
+        .tool(
+            "confirm_action",
+            json!({"action": "Archive", "target": "Q3 notes"}),
+        )
+        .await;
+    assert_eq!(created["resultType"], "task", "{created}");
+    let id = created["taskId"].as_str().unwrap().to_owned();
+    // Readable at once through the tasks function (written before the reply).
+    let first = c.get_task(&id).await;
+    assert_eq!(first["taskId"], id.as_str());
+    let parked = poll(&c, &id, WITHIN, |t| t["status"] == "input_required").await;
+    let key = parked["inputRequests"]
+        .as_object()
+        .expect("inputRequests")
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let ack = c
+        .call(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"confirm": true}}}}),
+        )
+        .await;
+    assert_eq!(ack["resultType"], "complete");
+    let done = poll_terminal(&c, &id, WITHIN).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"],
+        "Confirmed: Archive Q3 notes."
+    );
+    // Two runs of the job: the start (up to the question) and the resume after the answer.
+    assert!(
+        env.worker_invocations_for(&id) >= 2,
+        "{}",
+        env.worker_invocations_for(&id)
+    );
+    assert_routed(&env);
+    assert_eq!(env.counts.sum(Some("mcp"), Some("http"), None), 1);
+    env.report("confirm_action: create → input_required → tasks/update → completed");
+    // Creating the task is one conditional put and one message, and no read (a new id cannot
+    // conflict): exact, since the mcp function served nothing but that tools/call.
+    for (op, n) in [("PutItem", 1), ("GetItem", 0), ("Query", 0)] {
+        assert_eq!(
+            env.counts.sum(Some("mcp"), Some("dynamodb"), Some(&[op])),
+            n,
+            "mcp {op}"
+        );
+    }
+    assert_eq!(
+        env.counts
+            .sum(Some("mcp"), Some("sqs"), Some(&["SendMessage"])),
+        1
+    );
+    // What every lifecycle must cost at least: the task is written when created, when parked
+    // and when done; the start and the resume are each one message.
+    assert!(env.counts.sum(None, Some("dynamodb"), Some(DYNAMO_WRITES)) >= 3);
+    assert!(env.counts.sum(None, Some("sqs"), Some(&["SendMessage"])) >= 2);
+    // A poll is one read: the tasks function never reads more than once per request.
+    let tasks_requests = env.counts.sum(Some("tasks"), Some("http"), None);
+    let tasks_reads = env
+        .counts
+        .sum(Some("tasks"), Some("dynamodb"), Some(DYNAMO_READS));
+    assert!(
+        tasks_reads <= tasks_requests,
+        "{tasks_reads} reads for {tasks_requests} requests"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_of_a_running_task_is_final() {
+    let Some(env) = Env::start("cancel", Options::default()).await else {
+        return;
+    };
+    let c = env.client().with_tasks();
+    let id = c.tool("wait", json!({"seconds": 60})).await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Running: its progress is visible.
+    let running = poll(&c, &id, WITHIN, |t| {
+        t["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Waited"))
+    })
+    .await;
+    assert_eq!(running["status"], "working", "{running}");
+    let ack = c.call("tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(ack["resultType"], "complete");
+    let cancelled = poll_terminal(&c, &id, Duration::from_secs(10)).await;
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    // Whatever run or continuation was in flight ends; nothing changes the task any more.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let runs = env.worker_invocations_for(&id);
+    let settled = c.get_task(&id).await;
+    assert_eq!(settled["status"], "cancelled");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(c.get_task(&id).await, settled);
+    assert_eq!(
+        env.worker_invocations_for(&id),
+        runs,
+        "the job kept running"
+    );
+    // Cancelling again is an ack and changes nothing.
+    c.call("tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(c.get_task(&id).await, settled);
+    assert_routed(&env);
+    env.report("wait: create → working → tasks/cancel → cancelled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_task_reads_as_unknown_and_the_sweep_purges_it() {
+    let Some(env) = Env::start("expiry", Options::default()).await else {
+        return;
+    };
+    let c = env.client().with_tasks();
+    // A 2026-07-28 client cannot ask for a TTL (the server decides, 24 h on Lambda): the task
+    // is written through the store with a short one.
+    let ttl_ms = 1500;
+    let task = TaskRecord::new(
+        TENANT,
+        new_task_id(),
+        "wait",
+        json!({"seconds": 0.1}),
+        Some(ttl_ms),
+        1000,
+        json!({}),
+    );
+    env.store().create(&task).await.expect("storing the task");
+    let id = task.task_id.clone();
+    let live = c.get_task(&id).await;
+    assert_eq!(live["taskId"], id.as_str());
+    assert_eq!(live["ttlMs"], ttl_ms);
+    let past = task.created_at_ms + ttl_ms + 300;
+    let wait = past.saturating_sub(now_ms());
+    tokio::time::sleep(Duration::from_millis(wait)).await;
+    let expired = c.send("tasks/get", json!({"taskId": id})).await.json();
+    let unknown = c
+        .send("tasks/get", json!({"taskId": new_task_id()}))
+        .await
+        .json();
+    assert_eq!(expired["error"]["code"], -32602, "{expired}");
+    assert_eq!(expired["error"], unknown["error"]);
+    // The sweep deletes it; it stays unknown.
+    let report = env.run_sweep().await;
+    assert_eq!(report["purged"], 1, "{report}");
+    let after = c.send("tasks/get", json!({"taskId": id})).await.json();
+    assert_eq!(after["error"], unknown["error"]);
+    assert_routed(&env);
+    env.report(&format!(
+        "stored task with ttlMs={ttl_ms} → expired → swept ({report})"
+    ));
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_job_hands_over_at_each_deadline_and_completes_exactly() {
+    // Each worker invocation has 8 s; the worker keeps min(5 s, half of what is left) as its
+    // margin, so it works a little under 4 s, then hands over. Every step of 200k rounds is
+    // paced 1.5 s on top of the hashing, so at most 2 steps fit in one invocation however fast
+    // the CPU is, and 7 steps need at least 4 invocations: at least 3 hand-overs. (The first
+    // step of a run always completes, so it must end before the deadline: hashing 200k rounds
+    // in a debug build takes ~1-2 s here, which leaves room for a CI machine 3x slower.)
+    let options = Options {
+        worker_timeout: Duration::from_secs(8),
+        ..Options::default()
+    };
+    let Some(env) = Env::start("continuations", options).await else {
+        return;
+    };
+    let c = env.client().with_tasks();
+    let (seed, rounds) = ("functions", 1_400_000u64);
+    let created = c
+        .tool(
+            "hash_chain",
+            json!({"seed": seed, "rounds": rounds, "pace_ms": 1500}),
+        )
+        .await;
+    assert_eq!(created["resultType"], "task", "{created}");
+    let id = created["taskId"].as_str().unwrap().to_owned();
+    // Progress shows before completion.
+    let progress = poll(&c, &id, WITHIN, |t| {
+        t["status"] == "working"
+            && t["statusMessage"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Hashed "))
+    })
+    .await;
+    let message = progress["statusMessage"].as_str().unwrap();
+    assert!(
+        message.ends_with(&format!(" of {rounds} rounds")),
+        "{message}"
+    );
+    let done = poll_terminal(&c, &id, Duration::from_secs(90)).await;
+    let runs = env.worker_invocations_for(&id);
+    env.report(&format!(
+        "hash_chain {rounds} rounds over {runs} worker invocations"
+    ));
+    assert_eq!(done["status"], "completed", "{done}");
+    let expected = support::expected_hash_chain(seed, rounds);
+    assert_eq!(done["result"]["structuredContent"]["digest"], expected);
+    assert!(
+        done["result"]["structuredContent"]["resumedAt"]
+            .as_u64()
+            .is_some_and(|r| r > 0),
+        "the last run resumed from a checkpoint: {done}"
+    );
+    assert!(runs >= 4, "only {runs} worker invocations handled the task");
+    assert_routed(&env);
+    // Each hand-over is one message: the start (mcp) and one continuation per later run.
+    let sends = env
+        .counts
+        .sum(Some("worker"), Some("sqs"), Some(&["SendMessage"]));
+    assert_eq!(sends + 1, u64::from(runs), "{sends} sends for {runs} runs");
+    assert_eq!(
+        env.esm.lock().unwrap().invoke_errors,
+        0,
+        "a worker invocation failed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_recovers_a_task_that_was_never_enqueued() {
+    let Some(env) = Env::start("sweep_recovery", Options::default()).await else {
+        return;
+    };
+    let c = env.client().with_tasks();
+    let (seed, rounds) = ("orphan", 1000u64);
+    let task = TaskRecord::new(
+        TENANT,
+        new_task_id(),
+        "hash_chain",
+        json!({"seed": seed, "rounds": rounds}),
+        Some(3_600_000),
+        1000,
+        json!({}),
+    );
+    env.store().create(&task).await.expect("storing the task");
+    let id = task.task_id.clone();
+    // Stale after SWEEP_STALE_SECONDS (1 s); nothing runs it meanwhile.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(env.worker_invocations_for(&id), 0);
+    assert_eq!(c.get_task(&id).await["status"], "working");
+    let report = env.run_sweep().await;
+    assert_eq!(report["requeued"], 1, "{report}");
+    let done: Value = poll_terminal(&c, &id, WITHIN).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"]["digest"],
+        support::expected_hash_chain(seed, rounds)
+    );
+    assert!(env.worker_invocations_for(&id) >= 1);
+    env.report("stored, never enqueued → sweep → worker → completed");
+}

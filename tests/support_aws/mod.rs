@@ -1,0 +1,1119 @@
+//! A test-only Lambda environment for the real function binaries (`mcp`, `tasks`, `worker`,
+//! `sweep`) over the DynamoDB/SQS emulator:
+//!
+//! - a **Lambda Runtime API** per function (`/2018-06-01/runtime/...` on 127.0.0.1), through
+//!   which the test invokes the function with an event and a deadline of its choosing;
+//! - an **API Gateway front** (REST API proxy events, v1) on a real port, routing
+//!   `Mcp-Method: tasks/*` to `tasks` and everything else to `mcp`, as the custom-domain
+//!   routing rules of template.yaml do;
+//! - an **event source mapping** that long-polls the queue, invokes `worker` with SQS batch
+//!   events and deletes exactly the messages not reported in `batchItemFailures`;
+//! - a **counting proxy** between each function and the emulator, which tallies the DynamoDB
+//!   and SQS operations (`X-Amz-Target`) every function performs.
+//!
+//! Every child process is killed on drop; the functions' logs go to a file under
+//! `CARGO_TARGET_TMPDIR` and, when the test panics, to its output.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_dynamodb::config::Credentials;
+use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine as _;
+use mcp_tasks_core::aws::dynamo::{DynamoStore, create_table};
+use mcp_tasks_core::aws::sqs::SqsQueue;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+/// The scheduled event the sweep is invoked with.
+const SCHEDULE_EVENT: &str = include_str!("../../events/scheduled-sweep.json");
+
+/// API Gateway's integration timeout (REST APIs): 504 after this.
+const GATEWAY_TIMEOUT: Duration = Duration::from_secs(29);
+/// The functions' `Timeout` in template.yaml.
+const MCP_TIMEOUT: Duration = Duration::from_secs(30);
+const TASKS_TIMEOUT: Duration = Duration::from_secs(10);
+const SWEEP_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
+/// A fresh request id (unique within the process; Lambda uses UUIDs).
+fn request_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let t = now_ms();
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        (t >> 16) as u32,
+        t as u16,
+        std::process::id() & 0xfff,
+        n & 0xfff,
+        n
+    )
+}
+
+// ─────────────────────────────────────────────────────────────── building the binaries
+
+/// Paths of the four function binaries.
+pub struct Binaries {
+    pub mcp: PathBuf,
+    pub tasks: PathBuf,
+    pub worker: PathBuf,
+    pub sweep: PathBuf,
+}
+
+/// Builds the function binaries once per test process (`cargo build --workspace --all-features
+/// --bins`, the flags CI's `cargo test --workspace --all-features` uses, so its artifacts are
+/// reused) and returns where Cargo put them (whatever `CARGO_TARGET_DIR` says).
+pub fn binaries() -> &'static Binaries {
+    static BINS: OnceLock<Result<Binaries, String>> = OnceLock::new();
+    match BINS.get_or_init(build) {
+        Ok(b) => b,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn build() -> Result<Binaries, String> {
+    let started = Instant::now();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new(cargo)
+        .current_dir(&root)
+        .args([
+            "build",
+            "--workspace",
+            "--all-features",
+            "--bins",
+            "--message-format=json-render-diagnostics",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("running cargo build: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cargo build --workspace --all-features --bins failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let mut found: HashMap<String, PathBuf> = HashMap::new();
+    for line in out.stdout.split(|b| *b == b'\n') {
+        let Ok(v) = serde_json::from_slice::<Value>(line) else {
+            continue;
+        };
+        if v["reason"] != "compiler-artifact" {
+            continue;
+        }
+        if let (Some(name), Some(exe)) = (v["target"]["name"].as_str(), v["executable"].as_str()) {
+            found.insert(name.to_owned(), PathBuf::from(exe));
+        }
+    }
+    let take = |name: &str| {
+        found
+            .get(name)
+            .cloned()
+            .ok_or_else(|| format!("cargo build reported no `{name}` binary"))
+    };
+    let bins = Binaries {
+        mcp: take("mcp")?,
+        tasks: take("tasks")?,
+        worker: take("worker")?,
+        sweep: take("sweep")?,
+    };
+    eprintln!(
+        "aws_functions: function binaries ready in {:.1?}",
+        started.elapsed()
+    );
+    Ok(bins)
+}
+
+// ─────────────────────────────────────────────────────────────── the Lambda Runtime API
+
+type Reply = Result<Bytes, String>;
+
+struct Invocation {
+    id: String,
+    event: Bytes,
+    timeout: Duration,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// The Runtime API of one function: `invoke` queues an event; the function's runtime client
+/// takes it from `/invocation/next` and answers on `/invocation/{id}/response` or `/error`.
+pub struct RuntimeApi {
+    name: &'static str,
+    tx: mpsc::UnboundedSender<Invocation>,
+    rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Invocation>>,
+    /// Taken invocations: their deadline (epoch ms) and where the answer goes.
+    inflight: Mutex<HashMap<String, (u64, oneshot::Sender<Reply>)>>,
+    /// Why the function can no longer be invoked (its process exited, or init failed).
+    dead: Mutex<Option<String>>,
+    pub addr: SocketAddr,
+    /// Invocations handed to the function.
+    pub invocations: AtomicU64,
+}
+
+impl RuntimeApi {
+    async fn start(name: &'static str) -> (Arc<Self>, JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let api = Arc::new(Self {
+            name,
+            tx,
+            rx: tokio::sync::Mutex::new(rx),
+            inflight: Mutex::new(HashMap::new()),
+            dead: Mutex::new(None),
+            addr: listener.local_addr().unwrap(),
+            invocations: AtomicU64::new(0),
+        });
+        let app = Router::new()
+            .route("/2018-06-01/runtime/invocation/next", get(next))
+            .route(
+                "/2018-06-01/runtime/invocation/{id}/response",
+                post(respond),
+            )
+            .route("/2018-06-01/runtime/invocation/{id}/error", post(fail))
+            .route("/2018-06-01/runtime/init/error", post(init_error))
+            .with_state(api.clone());
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        (api, server)
+    }
+
+    /// Invokes the function with `event`; the invocation's deadline is `timeout` after the
+    /// function takes it (as on Lambda, where the timeout starts with the invocation).
+    pub async fn invoke(&self, event: Vec<u8>, timeout: Duration) -> Reply {
+        if let Some(why) = self.dead.lock().unwrap().clone() {
+            return Err(format!("{}: {why}", self.name));
+        }
+        let (reply, rx) = oneshot::channel();
+        let id = request_id();
+        self.tx
+            .send(Invocation {
+                id: id.clone(),
+                event: event.into(),
+                timeout,
+                reply,
+            })
+            .map_err(|_| format!("{}: runtime API closed", self.name))?;
+        // Waiting for the function to take it, plus the timeout, plus a little.
+        match tokio::time::timeout(timeout * 2 + Duration::from_secs(5), rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(format!(
+                "{}: the function went away during the invocation",
+                self.name
+            )),
+            Err(_) => {
+                self.inflight.lock().unwrap().remove(&id);
+                Err(format!("{}: Task timed out after {timeout:?}", self.name))
+            }
+        }
+    }
+
+    /// The process exited: nothing will answer any more.
+    fn mark_dead(&self, why: String) {
+        self.dead.lock().unwrap().get_or_insert(why);
+        // Dropping the senders fails the waiting invocations at once.
+        self.inflight.lock().unwrap().clear();
+        if let Ok(mut rx) = self.rx.try_lock() {
+            while rx.try_recv().is_ok() {}
+        }
+    }
+}
+
+async fn next(State(api): State<Arc<RuntimeApi>>) -> Response {
+    let inv = api.rx.lock().await.recv().await;
+    let Some(inv) = inv else {
+        return StatusCode::GONE.into_response();
+    };
+    let deadline = now_ms() + inv.timeout.as_millis() as u64;
+    api.inflight
+        .lock()
+        .unwrap()
+        .insert(inv.id.clone(), (deadline, inv.reply));
+    api.invocations.fetch_add(1, Ordering::Relaxed);
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header("lambda-runtime-aws-request-id", &inv.id)
+        .header("lambda-runtime-deadline-ms", deadline.to_string())
+        .header(
+            "lambda-runtime-invoked-function-arn",
+            format!(
+                "arn:aws:lambda:us-east-1:000000000000:function:{}",
+                api.name
+            ),
+        )
+        .header(
+            "lambda-runtime-trace-id",
+            format!(
+                "Root=1-{:08x}-{:0>24};Parent={:016x};Sampled=0",
+                now_ms() / 1000,
+                inv.id.replace('-', "").get(..24).unwrap_or("0"),
+                now_ms()
+            ),
+        )
+        .body(Body::from(inv.event))
+        .unwrap()
+}
+
+fn accepted() -> Response {
+    (StatusCode::ACCEPTED, axum::Json(json!({"status": "OK"}))).into_response()
+}
+
+async fn respond(
+    State(api): State<Arc<RuntimeApi>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    // `lambda_http::run` and `lambda_runtime::run` answer buffered; a streamed answer would
+    // need the prelude decoding, which no function here uses.
+    if headers
+        .get("lambda-runtime-function-response-mode")
+        .is_some_and(|v| v == "streaming")
+    {
+        return (
+            StatusCode::BAD_REQUEST,
+            "streaming responses are not emulated",
+        )
+            .into_response();
+    }
+    match api.inflight.lock().unwrap().remove(&id) {
+        // Lambda stops an invocation at its deadline: an answer after it is a timeout.
+        Some((deadline, tx)) if now_ms() > deadline => {
+            let late = now_ms() - deadline;
+            let _ = tx.send(Err(format!(
+                "{}: Task timed out (answered {late} ms after the deadline)",
+                api.name
+            )));
+            (StatusCode::GONE, "the invocation timed out").into_response()
+        }
+        Some((_, tx)) => {
+            let _ = tx.send(Ok(body));
+            accepted()
+        }
+        None => (StatusCode::BAD_REQUEST, "unknown or timed-out request id").into_response(),
+    }
+}
+
+async fn fail(State(api): State<Arc<RuntimeApi>>, Path(id): Path<String>, body: Bytes) -> Response {
+    match api.inflight.lock().unwrap().remove(&id) {
+        Some((_, tx)) => {
+            let _ = tx.send(Err(String::from_utf8_lossy(&body).into_owned()));
+            accepted()
+        }
+        None => (StatusCode::BAD_REQUEST, "unknown or timed-out request id").into_response(),
+    }
+}
+
+async fn init_error(State(api): State<Arc<RuntimeApi>>, body: Bytes) -> Response {
+    api.mark_dead(format!("init error: {}", String::from_utf8_lossy(&body)));
+    accepted()
+}
+
+// ─────────────────────────────────────────────────────────────── call counting
+
+/// Calls by (who, service, operation): the functions' DynamoDB/SQS calls through the proxy
+/// (`service` = `dynamodb`/`sqs`), and the HTTP requests the front routed (`service` =
+/// `http`, operation = the `Mcp-Method`).
+#[derive(Default)]
+pub struct Counts(Mutex<BTreeMap<(String, String, String), u64>>);
+
+impl Counts {
+    fn add(&self, who: &str, service: &str, op: &str) {
+        *self
+            .0
+            .lock()
+            .unwrap()
+            .entry((who.into(), service.into(), op.into()))
+            .or_default() += 1;
+    }
+
+    /// A copy of the counts.
+    pub fn snapshot(&self) -> BTreeMap<(String, String, String), u64> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// The sum over entries matching the filter (`None` matches anything).
+    pub fn sum(&self, who: Option<&str>, service: Option<&str>, ops: Option<&[&str]>) -> u64 {
+        self.snapshot()
+            .iter()
+            .filter(|((w, s, o), _)| {
+                who.is_none_or(|x| x == w)
+                    && service.is_none_or(|x| x == s)
+                    && ops.is_none_or(|x| x.contains(&o.as_str()))
+            })
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+/// DynamoDB operations that read.
+pub const DYNAMO_READS: &[&str] = &["GetItem", "BatchGetItem", "Query", "Scan"];
+/// DynamoDB operations that write.
+pub const DYNAMO_WRITES: &[&str] = &[
+    "PutItem",
+    "UpdateItem",
+    "DeleteItem",
+    "BatchWriteItem",
+    "TransactWriteItems",
+];
+
+struct Proxy {
+    who: &'static str,
+    dynamo: String,
+    sqs: String,
+    http: reqwest::Client,
+    counts: Arc<Counts>,
+}
+
+const HOP_BY_HOP: [&str; 5] = [
+    "host",
+    "content-length",
+    "connection",
+    "transfer-encoding",
+    "keep-alive",
+];
+
+/// Forwards one SDK request to the emulator, counting it by `X-Amz-Target`.
+async fn forward(State(p): State<Arc<Proxy>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, 64 << 20).await else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let target = parts
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let (service, op, upstream) = if let Some(op) = target.strip_prefix("DynamoDB_20120810.") {
+        ("dynamodb", op, &p.dynamo)
+    } else if let Some(op) = target.strip_prefix("AmazonSQS.") {
+        ("sqs", op, &p.sqs)
+    } else {
+        ("other", target, &p.sqs)
+    };
+    p.counts.add(p.who, service, op);
+    let url = format!(
+        "{}{}",
+        upstream.trim_end_matches('/'),
+        parts.uri.path_and_query().map_or("/", |x| x.as_str())
+    );
+    let mut rb = p.http.request(parts.method.clone(), url).body(body);
+    for (k, v) in &parts.headers {
+        if !HOP_BY_HOP.contains(&k.as_str()) {
+            rb = rb.header(k, v);
+        }
+    }
+    let resp = match rb.send().await {
+        Ok(r) => r,
+        Err(e) => return (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
+    };
+    let mut out = Response::builder().status(resp.status());
+    for (k, v) in resp.headers() {
+        if !HOP_BY_HOP.contains(&k.as_str()) {
+            out = out.header(k, v);
+        }
+    }
+    let bytes = resp.bytes().await.unwrap_or_default();
+    out.body(Body::from(bytes)).unwrap()
+}
+
+async fn serve(app: Router) -> (String, JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, server)
+}
+
+// ─────────────────────────────────────────────────────────────── the API Gateway front
+
+struct Front {
+    mcp: Arc<RuntimeApi>,
+    tasks: Arc<RuntimeApi>,
+    counts: Arc<Counts>,
+}
+
+fn gateway_error(status: StatusCode, message: &str) -> Response {
+    let mut r = (status, axum::Json(json!({ "message": message }))).into_response();
+    r.headers_mut()
+        .insert("x-amzn-errortype", HeaderValue::from_static("GatewayError"));
+    r
+}
+
+/// `a=1&b=2&a=3` as API Gateway's two query maps (no percent-decoding: the tests send none).
+fn query_maps(query: Option<&str>) -> (Value, Value) {
+    let Some(q) = query.filter(|q| !q.is_empty()) else {
+        return (Value::Null, Value::Null);
+    };
+    let mut single = serde_json::Map::new();
+    let mut multi: serde_json::Map<String, Value> = serde_json::Map::new();
+    for pair in q.split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        single.insert(k.into(), json!(v));
+        multi
+            .entry(k.to_owned())
+            .or_insert_with(|| json!([]))
+            .as_array_mut()
+            .unwrap()
+            .push(json!(v));
+    }
+    (Value::Object(single), Value::Object(multi))
+}
+
+/// One HTTP request → a REST API proxy event → the routed function → its proxy response →
+/// HTTP, with API Gateway's own answers where it would give them.
+async fn gateway(State(f): State<Arc<Front>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, 10 << 20).await else {
+        return gateway_error(StatusCode::PAYLOAD_TOO_LARGE, "Request Too Long");
+    };
+    let mcp_method = parts
+        .headers
+        .get("mcp-method")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    // The routing rules: `Mcp-Method: tasks/*` → the tasks API, everything else → the mcp API.
+    let to_tasks = mcp_method
+        .as_deref()
+        .is_some_and(|m| m.starts_with("tasks/"));
+    let method = parts.method.as_str();
+    let path = parts.uri.path();
+    // The resources each API has (template.yaml): tasks: POST /mcp; mcp: ANY /mcp and
+    // GET /.well-known/{proxy+}.
+    let (resource, path_params) = match (to_tasks, method, path) {
+        (true, "POST", "/mcp") | (false, _, "/mcp") => ("/mcp", Value::Null),
+        (false, "GET", p) if p.len() > "/.well-known/".len() && p.starts_with("/.well-known/") => (
+            "/.well-known/{proxy+}",
+            json!({"proxy": &p["/.well-known/".len()..]}),
+        ),
+        _ => return gateway_error(StatusCode::FORBIDDEN, "Missing Authentication Token"),
+    };
+    let (api, timeout) = if to_tasks {
+        (&f.tasks, TASKS_TIMEOUT)
+    } else {
+        (&f.mcp, MCP_TIMEOUT)
+    };
+    f.counts.add(
+        api.name,
+        "http",
+        mcp_method.as_deref().unwrap_or("(no Mcp-Method)"),
+    );
+    let mut single = serde_json::Map::new();
+    let mut multi: serde_json::Map<String, Value> = serde_json::Map::new();
+    for (k, v) in &parts.headers {
+        let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
+        single.insert(k.as_str().into(), json!(v));
+        multi
+            .entry(k.as_str().to_owned())
+            .or_insert_with(|| json!([]))
+            .as_array_mut()
+            .unwrap()
+            .push(json!(v));
+    }
+    let (query, multi_query) = query_maps(parts.uri.query());
+    let (body, is_base64) = match std::str::from_utf8(&body) {
+        _ if body.is_empty() => (Value::Null, false),
+        Ok(s) => (json!(s), false),
+        Err(_) => (
+            json!(base64::engine::general_purpose::STANDARD.encode(&body)),
+            true,
+        ),
+    };
+    let request_id = request_id();
+    let event = json!({
+        "resource": resource,
+        "path": path,
+        "httpMethod": method,
+        "headers": single,
+        "multiValueHeaders": multi,
+        "queryStringParameters": query,
+        "multiValueQueryStringParameters": multi_query,
+        "pathParameters": path_params,
+        "stageVariables": null,
+        "requestContext": {
+            "accountId": "000000000000",
+            "apiId": if to_tasks { "tasksapi01" } else { "mcpapi0001" },
+            "domainName": parts.headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("localhost"),
+            "httpMethod": method,
+            "identity": {"sourceIp": "127.0.0.1", "userAgent": parts.headers.get("user-agent").and_then(|h| h.to_str().ok())},
+            "path": format!("/v1{path}"),
+            "protocol": "HTTP/1.1",
+            "requestId": request_id,
+            "requestTimeEpoch": now_ms(),
+            "resourceId": "res001",
+            "resourcePath": resource,
+            "stage": "v1"
+        },
+        "body": body,
+        "isBase64Encoded": is_base64,
+    });
+    let invoked = tokio::time::timeout(
+        GATEWAY_TIMEOUT,
+        api.invoke(serde_json::to_vec(&event).unwrap(), timeout),
+    )
+    .await;
+    let reply = match invoked {
+        Err(_) => {
+            return gateway_error(StatusCode::GATEWAY_TIMEOUT, "Endpoint request timed out");
+        }
+        Ok(Err(e)) => {
+            eprintln!("front: {} invocation failed: {e}", api.name);
+            return gateway_error(StatusCode::BAD_GATEWAY, "Internal server error");
+        }
+        Ok(Ok(r)) => r,
+    };
+    let Ok(proxy) = serde_json::from_slice::<Value>(&reply) else {
+        return gateway_error(StatusCode::BAD_GATEWAY, "Internal server error");
+    };
+    let Some(status) = proxy["statusCode"]
+        .as_u64()
+        .and_then(|s| StatusCode::from_u16(s as u16).ok())
+    else {
+        // API Gateway's "Malformed Lambda proxy response".
+        return gateway_error(StatusCode::BAD_GATEWAY, "Internal server error");
+    };
+    let mut headers = HeaderMap::new();
+    // API Gateway merges `multiValueHeaders` and `headers`.
+    if let Some(m) = proxy["multiValueHeaders"].as_object() {
+        for (k, vs) in m {
+            for v in vs.as_array().into_iter().flatten() {
+                if let (Ok(k), Some(Ok(v))) = (
+                    HeaderName::try_from(k.as_str()),
+                    v.as_str().map(HeaderValue::from_str),
+                ) {
+                    headers.append(k, v);
+                }
+            }
+        }
+    }
+    if let Some(m) = proxy["headers"].as_object() {
+        for (k, v) in m {
+            if let (Ok(k), Some(Ok(v))) = (
+                HeaderName::try_from(k.as_str()),
+                v.as_str().map(HeaderValue::from_str),
+            ) && !headers.contains_key(&k)
+            {
+                headers.insert(k, v);
+            }
+        }
+    }
+    for h in HOP_BY_HOP {
+        headers.remove(h);
+    }
+    headers.insert(
+        "x-amzn-requestid",
+        HeaderValue::from_str(&request_id).unwrap(),
+    );
+    if !headers.contains_key(header::CONTENT_TYPE) {
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
+    let body = match (&proxy["body"], proxy["isBase64Encoded"].as_bool()) {
+        (Value::String(s), Some(true)) => {
+            match base64::engine::general_purpose::STANDARD.decode(s) {
+                Ok(b) => b,
+                Err(_) => return gateway_error(StatusCode::BAD_GATEWAY, "Internal server error"),
+            }
+        }
+        (Value::String(s), _) => s.clone().into_bytes(),
+        _ => Vec::new(),
+    };
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}
+
+// ─────────────────────────────────────────────────────────────── the event source mapping
+
+/// What the event source mapping did.
+#[derive(Default)]
+pub struct EsmStats {
+    /// Worker invocations that carried at least one record of the task.
+    pub invocations_by_task: HashMap<String, u32>,
+    pub batches: u32,
+    pub deleted: u32,
+    pub reported_failed: u32,
+    pub invoke_errors: u32,
+    /// How long each worker invocation took, in milliseconds, in order.
+    pub invocation_ms: Vec<u64>,
+}
+
+async fn esm(
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+    worker: Arc<RuntimeApi>,
+    timeout: Duration,
+    stats: Arc<Mutex<EsmStats>>,
+) {
+    loop {
+        let got = match sqs
+            .receive_message()
+            .queue_url(&queue_url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+        {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("esm: receive failed ({e}); retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+        };
+        let messages = got.messages.unwrap_or_default();
+        if messages.is_empty() {
+            continue;
+        }
+        let records: Vec<Value> = messages
+            .iter()
+            .map(|m| {
+                let attributes: serde_json::Map<String, Value> = m
+                    .attributes
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| (k.as_str().to_owned(), json!(v)))
+                    .collect();
+                json!({
+                    "messageId": m.message_id,
+                    "receiptHandle": m.receipt_handle,
+                    "body": m.body,
+                    "attributes": attributes,
+                    "messageAttributes": {},
+                    "md5OfBody": m.md5_of_body,
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:work",
+                    "awsRegion": "us-east-1",
+                })
+            })
+            .collect();
+        {
+            let mut s = stats.lock().unwrap();
+            s.batches += 1;
+            let mut tasks: Vec<String> = messages
+                .iter()
+                .filter_map(|m| serde_json::from_str::<Value>(m.body()?).ok())
+                .filter_map(|b| b["task_id"].as_str().map(str::to_owned))
+                .collect();
+            tasks.sort();
+            tasks.dedup();
+            for t in tasks {
+                *s.invocations_by_task.entry(t).or_default() += 1;
+            }
+        }
+        let event = serde_json::to_vec(&json!({ "Records": records })).unwrap();
+        let started = Instant::now();
+        let reply = worker.invoke(event, timeout).await;
+        stats
+            .lock()
+            .unwrap()
+            .invocation_ms
+            .push(started.elapsed().as_millis() as u64);
+        let response: Value = match reply {
+            Ok(body) => serde_json::from_slice(&body).unwrap_or(Value::Null),
+            Err(e) => {
+                // The whole batch failed: SQS redelivers all of it after the visibility timeout.
+                eprintln!("esm: the worker invocation failed ({e}); the batch will be redelivered");
+                stats.lock().unwrap().invoke_errors += 1;
+                continue;
+            }
+        };
+        let failed: Vec<&str> = response["batchItemFailures"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f["itemIdentifier"].as_str())
+            .collect();
+        let mut deleted = 0;
+        for m in &messages {
+            if failed.contains(&m.message_id().unwrap_or_default()) {
+                continue;
+            }
+            let Some(handle) = m.receipt_handle() else {
+                continue;
+            };
+            match sqs
+                .delete_message()
+                .queue_url(&queue_url)
+                .receipt_handle(handle)
+                .send()
+                .await
+            {
+                Ok(_) => deleted += 1,
+                Err(e) => eprintln!("esm: delete failed ({e}); the message will be redelivered"),
+            }
+        }
+        let mut s = stats.lock().unwrap();
+        s.deleted += deleted;
+        s.reported_failed += failed.len() as u32;
+    }
+}
+
+// ─────────────────────────────────────────────────────────────── the environment
+
+/// Choices a test makes.
+#[derive(Clone, Copy)]
+pub struct Options {
+    /// The worker function's timeout: every worker invocation's deadline is this far away.
+    pub worker_timeout: Duration,
+    /// `SWEEP_STALE_SECONDS` of the sweep function.
+    pub sweep_stale_seconds: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            worker_timeout: Duration::from_secs(4),
+            sweep_stale_seconds: 1,
+        }
+    }
+}
+
+/// Test credentials and region against an emulator endpoint.
+pub async fn sdk(endpoint: &str) -> SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "aws_functions",
+        ))
+        .endpoint_url(endpoint)
+        .load()
+        .await
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// The four functions, their front, queue feed and counters, over a fresh table and queue.
+pub struct Env {
+    pub test: String,
+    pub table: String,
+    pub queue_url: String,
+    /// The API Gateway front's MCP endpoint (`http://127.0.0.1:port/mcp`).
+    pub url: String,
+    pub dynamo: aws_sdk_dynamodb::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub counts: Arc<Counts>,
+    pub esm: Arc<Mutex<EsmStats>>,
+    pub mcp: Arc<RuntimeApi>,
+    pub tasks: Arc<RuntimeApi>,
+    pub worker: Arc<RuntimeApi>,
+    pub sweep: Arc<RuntimeApi>,
+    children: Vec<(&'static str, Child)>,
+    background: Vec<JoinHandle<()>>,
+    log: Arc<Mutex<String>>,
+    started: Instant,
+}
+
+impl Env {
+    /// Starts everything, or returns `None` after the loud SKIPPED line when the emulator
+    /// endpoints are not set (a failure with `REQUIRE_EMULATORS`).
+    pub async fn start(test: &str, options: Options) -> Option<Env> {
+        let [dynamo_endpoint, sqs_endpoint] = crate::common::endpoints(
+            "aws_functions",
+            [crate::common::DYNAMODB, crate::common::SQS],
+        )?;
+        let bins = tokio::task::spawn_blocking(binaries).await.unwrap();
+        let started = Instant::now();
+
+        // The table and the queue, with the project's own code.
+        let dynamo = aws_sdk_dynamodb::Client::new(&sdk(&dynamo_endpoint).await);
+        let sqs = aws_sdk_sqs::Client::new(&sdk(&sqs_endpoint).await);
+        let table = unique("fn-tasks");
+        create_table(&dynamo, &table)
+            .await
+            .expect("creating the table");
+        let queue_url = SqsQueue::create_queue(&sqs, &unique("fn-work"))
+            .await
+            .expect("creating the queue");
+        // As on AWS, the queue's visibility timeout is at least the worker's timeout; short, so
+        // that a failed batch comes back soon.
+        let visibility = options.worker_timeout.as_secs().max(1) + 2;
+        sqs.set_queue_attributes()
+            .queue_url(&queue_url)
+            .attributes(
+                QueueAttributeName::VisibilityTimeout,
+                visibility.to_string(),
+            )
+            .send()
+            .await
+            .expect("setting the visibility timeout");
+
+        let counts = Arc::new(Counts::default());
+        let log = Arc::new(Mutex::new(String::new()));
+        let mut background = Vec::new();
+        let mut children = Vec::new();
+        let mut apis = Vec::new();
+        let http = reqwest::Client::new();
+        for (who, exe) in [
+            ("mcp", &bins.mcp),
+            ("tasks", &bins.tasks),
+            ("worker", &bins.worker),
+            ("sweep", &bins.sweep),
+        ] {
+            let (proxy_url, proxy) =
+                serve(Router::new().fallback(forward).with_state(Arc::new(Proxy {
+                    who,
+                    dynamo: dynamo_endpoint.clone(),
+                    sqs: sqs_endpoint.clone(),
+                    http: http.clone(),
+                    counts: counts.clone(),
+                })))
+                .await;
+            background.push(proxy);
+            let (api, server) = RuntimeApi::start(who).await;
+            background.push(server);
+            let mut cmd = Command::new(exe);
+            cmd.env_clear()
+                .env("AWS_LAMBDA_RUNTIME_API", api.addr.to_string())
+                .env("AWS_LAMBDA_FUNCTION_NAME", who)
+                .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
+                .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+                .env("AWS_LAMBDA_LOG_GROUP_NAME", format!("/aws/lambda/{who}"))
+                .env("AWS_LAMBDA_LOG_STREAM_NAME", "local/[$LATEST]0")
+                .env("AWS_REGION", "us-east-1")
+                .env("AWS_DEFAULT_REGION", "us-east-1")
+                .env("AWS_ACCESS_KEY_ID", "test")
+                .env("AWS_SECRET_ACCESS_KEY", "test")
+                .env("AWS_EC2_METADATA_DISABLED", "true")
+                .env("AWS_ENDPOINT_URL", &proxy_url)
+                .env("RUST_LOG", "info")
+                .env("NO_COLOR", "1")
+                .env("TABLE_NAME", &table)
+                .env("QUEUE_URL", &queue_url)
+                .env("TOOLS", "builtin")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            match who {
+                "mcp" | "tasks" => {
+                    cmd.env("AUTH_MODE", "none")
+                        .env("AWS_LAMBDA_HTTP_IGNORE_STAGE_IN_PATH", "true");
+                    if who == "mcp" {
+                        cmd.env("STATE_KEY", "an-aws-functions-test-key-of-32-characters");
+                    }
+                }
+                "worker" => {
+                    cmd.env("MAX_RECEIVES", "5");
+                }
+                _ => {
+                    cmd.env(
+                        "SWEEP_STALE_SECONDS",
+                        options.sweep_stale_seconds.to_string(),
+                    );
+                }
+            }
+            let mut child = cmd
+                .spawn()
+                .unwrap_or_else(|e| panic!("spawning {}: {e}", exe.display()));
+            pipe_lines(who, child.stdout.take().unwrap(), log.clone(), None);
+            pipe_lines(
+                who,
+                child.stderr.take().unwrap(),
+                log.clone(),
+                Some(api.clone()),
+            );
+            children.push((who, child));
+            apis.push(api);
+        }
+        let [mcp, tasks, worker, sweep]: [Arc<RuntimeApi>; 4] = apis.try_into().ok().unwrap();
+
+        let front = Arc::new(Front {
+            mcp: mcp.clone(),
+            tasks: tasks.clone(),
+            counts: counts.clone(),
+        });
+        let (front_url, server) = serve(Router::new().fallback(gateway).with_state(front)).await;
+        background.push(server);
+
+        let stats = Arc::new(Mutex::new(EsmStats::default()));
+        background.push(tokio::spawn(esm(
+            sqs.clone(),
+            queue_url.clone(),
+            worker.clone(),
+            options.worker_timeout,
+            stats.clone(),
+        )));
+
+        Some(Env {
+            test: test.to_owned(),
+            table,
+            queue_url,
+            url: format!("{front_url}/mcp"),
+            dynamo,
+            sqs,
+            counts,
+            esm: stats,
+            mcp,
+            tasks,
+            worker,
+            sweep,
+            children,
+            background,
+            log,
+            started,
+        })
+    }
+
+    /// A 2026-07-28 client of the front.
+    pub fn client(&self) -> crate::support::Client {
+        crate::support::Client::new(&self.url)
+    }
+
+    /// The task store over the same table (for tasks a client cannot create: a short TTL, a
+    /// task stored but never enqueued).
+    pub fn store(&self) -> DynamoStore {
+        DynamoStore::new(self.dynamo.clone(), self.table.clone())
+    }
+
+    /// Invokes the sweep function with the scheduled event; returns its report.
+    pub async fn run_sweep(&self) -> Value {
+        let out = self
+            .sweep
+            .invoke(SCHEDULE_EVENT.as_bytes().to_vec(), SWEEP_TIMEOUT)
+            .await
+            .unwrap_or_else(|e| panic!("the sweep failed: {e}"));
+        serde_json::from_slice(&out).expect("a JSON sweep report")
+    }
+
+    /// Worker invocations whose batch named `task_id`.
+    pub fn worker_invocations_for(&self, task_id: &str) -> u32 {
+        self.esm
+            .lock()
+            .unwrap()
+            .invocations_by_task
+            .get(task_id)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Prints the measured calls as one labelled line per function and one of totals.
+    pub fn report(&self, lifecycle: &str) {
+        let snap = self.counts.snapshot();
+        let mut line = format!("AWS CALLS [{}: {lifecycle}]", self.test);
+        for who in ["mcp", "tasks", "worker", "sweep"] {
+            let parts: Vec<String> = snap
+                .iter()
+                .filter(|((w, _, _), _)| w == who)
+                .map(|((_, s, o), n)| format!("{s}.{o}={n}"))
+                .collect();
+            if !parts.is_empty() {
+                line.push_str(&format!(" | {who}: {}", parts.join(" ")));
+            }
+        }
+        let esm = self.esm.lock().unwrap();
+        line.push_str(&format!(
+            " || TOTAL dynamodb reads={} writes={} sqs sends={} | worker invocations={} \
+             (esm batches={} deleted={} reported failed={} invoke errors={}; ms each: {:?})",
+            self.counts.sum(None, Some("dynamodb"), Some(DYNAMO_READS)),
+            self.counts.sum(None, Some("dynamodb"), Some(DYNAMO_WRITES)),
+            self.counts.sum(
+                None,
+                Some("sqs"),
+                Some(&["SendMessage", "SendMessageBatch"])
+            ),
+            self.worker.invocations.load(Ordering::Relaxed),
+            esm.batches,
+            esm.deleted,
+            esm.reported_failed,
+            esm.invoke_errors,
+            esm.invocation_ms,
+        ));
+        println!("{line}");
+    }
+
+    /// The functions' logs so far.
+    pub fn logs(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+/// Copies a child's output into the shared log, line by line, prefixed with the function;
+/// on the end of stderr (the process exited) marks the function dead.
+fn pipe_lines(
+    who: &'static str,
+    stream: impl Read + Send + 'static,
+    log: Arc<Mutex<String>>,
+    api: Option<Arc<RuntimeApi>>,
+) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            let mut l = log.lock().unwrap();
+            l.push_str(&format!("[{who}] {line}\n"));
+        }
+        if let Some(api) = api {
+            api.mark_dead("the function process exited".into());
+        }
+    });
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        for task in &self.background {
+            task.abort();
+        }
+        for (_, child) in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // Let the reader threads drain the pipes.
+        std::thread::sleep(Duration::from_millis(100));
+        let log = self.logs();
+        let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("aws_functions-{}.log", self.test));
+        let _ = std::fs::write(&file, &log);
+        if std::thread::panicking() {
+            eprintln!(
+                "\n==== {} failed after {:.1?}; the functions' logs (also in {}) ====\n{log}==== end of logs ====",
+                self.test,
+                self.started.elapsed(),
+                file.display()
+            );
+        } else {
+            eprintln!(
+                "aws_functions: {} took {:.1?} (logs in {})",
+                self.test,
+                self.started.elapsed(),
+                file.display()
+            );
+        }
+    }
+}
