@@ -256,3 +256,21 @@ async fn bad_input_is_refused_and_changes_nothing() {
     assert_eq!(still["status"], "input_required");
     assert_eq!(still["inputRequests"], parked["inputRequests"]);
 }
+
+#[tokio::test]
+async fn the_task_ttl_is_the_servers_setting() {
+    let dir = data_dir();
+    let s = Server::start(dir.path(), &["--task-ttl-seconds", "60"]);
+    let c = s.client().with_tasks();
+    let created = c.tool("wait", json!({"seconds": 1})).await;
+    assert_eq!(created["ttlMs"], 60_000, "{created}");
+    let got = c.get_task(created["taskId"].as_str().unwrap()).await;
+    assert_eq!(got["ttlMs"], 60_000, "{got}");
+    // Out of range is refused at start-up, naming the flag.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tasks"))
+        .args(["serve", "--task-ttl-seconds", "59"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--task-ttl-seconds"));
+}

@@ -292,7 +292,9 @@ impl Engine {
                 continue;
             };
             let unheld = task.lease.as_ref().is_none_or(|l| l.expires_at_ms <= now);
+            // An expired task is gone for clients and about to be purged: no more work on it.
             if task.status == TaskStatus::Working
+                && !task.is_expired(now)
                 && unheld
                 && now.saturating_sub(task.last_updated_at_ms) >= stale_ms
             {
@@ -361,6 +363,27 @@ mod tests {
         store.update(&held).await.unwrap();
         assert_eq!(engine.sweep(Duration::from_secs(30)).await.unwrap(), 0);
         assert!(rx.try_recv().is_err(), "{}", fresh.task_id);
+    }
+
+    #[tokio::test]
+    async fn the_sweep_leaves_an_expired_orphan_to_the_purge() {
+        let (engine, store, mut rx) = engine();
+        let mut task = TaskRecord::new(
+            "t",
+            new_task_id(),
+            "wait",
+            json!({}),
+            Some(1000),
+            1000,
+            json!({}),
+        );
+        task.created_at_ms = now_ms() - 60_000;
+        task.last_updated_at_ms = task.created_at_ms;
+        store.create(&task).await.unwrap();
+        assert!(task.is_expired(now_ms()));
+        assert_eq!(engine.sweep(Duration::from_secs(30)).await.unwrap(), 0);
+        assert!(rx.try_recv().is_err(), "no work for an expired task");
+        assert_eq!(engine.purge_expired().await.unwrap(), 1);
     }
 
     #[tokio::test]

@@ -33,6 +33,9 @@ enum Command {
         /// Serve the official conformance suite's fixture tools instead of the built-in ones.
         #[arg(long, value_enum)]
         fixtures: Option<Fixtures>,
+        /// How long a task stays readable after creation (its ttlMs), in seconds.
+        #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(60..=31_536_000))]
+        task_ttl_seconds: u64,
         #[command(flatten)]
         auth: AuthArgs,
     },
@@ -122,9 +125,11 @@ async fn main() -> anyhow::Result<()> {
         listen,
         data_dir,
         fixtures,
+        task_ttl_seconds,
         auth,
     } = Cli::parse().command;
     let mut opts = LocalOptions::new(listen, data_dir);
+    opts.tasks.ttl_ms = Some(task_ttl_seconds * 1000);
     opts.auth = auth.settings(listen)?;
     if !listen.ip().is_loopback() {
         // Off loopback, clients name the host they reached (a gateway or a public name);

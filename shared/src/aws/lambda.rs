@@ -96,6 +96,8 @@ pub struct Config {
     pub max_receives: u32,
     /// How long a working task may sit unheld and unchanged before the sweep re-enqueues it.
     pub sweep_stale: Duration,
+    /// `ttlMs` of the tasks the mcp function creates (`TASK_TTL_SECONDS`, default 24 h).
+    pub tasks: TaskSettings,
     /// Bearer-token auth of the HTTP functions; `None` only when `AUTH_MODE=none` was chosen.
     pub auth: Option<AuthSettings>,
 }
@@ -111,6 +113,7 @@ impl std::fmt::Debug for Config {
             .field("tools", &self.tools)
             .field("max_receives", &self.max_receives)
             .field("sweep_stale", &self.sweep_stale)
+            .field("task_ttl_ms", &self.tasks.ttl_ms)
             .field("auth", &self.auth.as_ref().map(|a| &a.issuer))
             .finish()
     }
@@ -176,6 +179,24 @@ impl Config {
                 reason: "must be a whole number of seconds",
             })?),
         };
+        // DynamoDB's TTL deletes lazily and reads treat an expired task as absent, so any
+        // value works; bounded so that a typo cannot make tasks vanish at once or live forever.
+        let tasks = match var("TASK_TTL_SECONDS") {
+            None => TaskSettings::default(),
+            Some(v) => TaskSettings {
+                ttl_ms: Some(
+                    v.parse::<u64>()
+                        .ok()
+                        .filter(|s| (MIN_TASK_TTL_SECONDS..=MAX_TASK_TTL_SECONDS).contains(s))
+                        .ok_or(ConfigError::Invalid {
+                            name: "TASK_TTL_SECONDS",
+                            reason: "must be a whole number of seconds from 60 to 31536000 (365 days)",
+                        })?
+                        * 1000,
+                ),
+                ..TaskSettings::default()
+            },
+        };
         let allowed_hosts = var("ALLOWED_HOSTS")
             .map(|v| {
                 v.split(',')
@@ -213,10 +234,15 @@ impl Config {
             tools,
             max_receives,
             sweep_stale,
+            tasks,
             auth,
         })
     }
 }
+
+/// Bounds of `TASK_TTL_SECONDS`: a minute to a year.
+const MIN_TASK_TTL_SECONDS: u64 = 60;
+const MAX_TASK_TTL_SECONDS: u64 = 365 * 24 * 3600;
 
 /// The ports every function uses, built once at cold start (SDK clients included).
 #[derive(Clone)]
@@ -274,7 +300,7 @@ pub fn service(config: &Config, ports: &Ports) -> Arc<McpService> {
     let engine = Engine::new(
         ports.store.clone(),
         ports.queue.clone(),
-        TaskSettings::default(),
+        config.tasks.clone(),
     );
     let service = ServiceConfig {
         allowed_hosts: config.allowed_hosts.clone(),
@@ -458,7 +484,7 @@ impl Sweeper {
             engine: Engine::new(
                 ports.store.clone(),
                 ports.queue.clone(),
-                TaskSettings::default(),
+                config.tasks.clone(),
             ),
             stale: config.sweep_stale,
         }
@@ -550,6 +576,9 @@ mod tests {
             ("MAX_RECEIVES", "0"),
             ("TOOLS", "mine"),
             ("SWEEP_STALE_SECONDS", "soon"),
+            ("TASK_TTL_SECONDS", "59"),
+            ("TASK_TTL_SECONDS", "31536001"),
+            ("TASK_TTL_SECONDS", "1d"),
         ] {
             let mut vars = BASE.to_vec();
             vars.push((k, v));
@@ -569,9 +598,12 @@ mod tests {
         assert_eq!(c.tools, ToolSet::Builtin);
         assert!(c.state_key.is_some());
         assert!(!format!("{c:?}").contains("0123456789abcdef"));
+        assert_eq!(c.tasks.ttl_ms, Some(24 * 3600 * 1000));
         vars.push(("ALLOWED_HOSTS", " mcp.example.com, ,api.example.com "));
+        vars.push(("TASK_TTL_SECONDS", "3600"));
         let c = env(Role::Mcp, &vars).unwrap();
         assert_eq!(c.allowed_hosts, ["mcp.example.com", "api.example.com"]);
+        assert_eq!(c.tasks.ttl_ms, Some(3600 * 1000));
     }
 
     #[test]
