@@ -177,19 +177,37 @@ impl Engine {
         Err(McpError::internal())
     }
 
-    /// `tasks/cancel`: a task nobody is running (queued, handed over, waiting for input) is
-    /// cancelled at once; a running one gets the cancel flag and its worker stops within about
-    /// a second. Terminal tasks are acked unchanged.
+    /// `tasks/cancel` (2026-07-28): a task nobody is running (queued, handed over, waiting for
+    /// input) is cancelled at once; a running one gets the cancel flag and its worker stops
+    /// within about a second, then writes `cancelled` — so `cancelled` means the job stopped.
+    /// Terminal tasks are acked unchanged.
     pub async fn cancel(&self, tenant: &str, task_id: &str) -> Result<(), McpError> {
+        self.cancel_task(tenant, task_id, false).await
+    }
+
+    /// `tasks/cancel` (2025-11-25), which must answer with the task already `cancelled`: the
+    /// task is cancelled at once even while a run holds it. That run's next check or write
+    /// finds the task terminal (its conditional write loses) and stops without writing.
+    pub async fn cancel_at_once(&self, tenant: &str, task_id: &str) -> Result<(), McpError> {
+        self.cancel_task(tenant, task_id, true).await
+    }
+
+    async fn cancel_task(
+        &self,
+        tenant: &str,
+        task_id: &str,
+        at_once: bool,
+    ) -> Result<(), McpError> {
         for _ in 0..MAX_RACES {
             let mut task = self.get(tenant, task_id).await?;
             if task.status.is_terminal() {
                 return Ok(());
             }
-            let running = task
-                .lease
-                .as_ref()
-                .is_some_and(|l| l.expires_at_ms > now_ms());
+            let running = !at_once
+                && task
+                    .lease
+                    .as_ref()
+                    .is_some_and(|l| l.expires_at_ms > now_ms());
             if task.cancel_requested && running {
                 return Ok(());
             }
@@ -198,12 +216,13 @@ impl Engine {
                 // The running job sees the flag at its next check (about a second).
                 task.touch();
             } else {
-                // Nobody runs the job (queued, handed over, or waiting for input): cancel now.
+                // Nobody runs the job (queued, handed over, or waiting for input), or the
+                // caller needs it cancelled now: cancel it here.
                 let _ = task.cancel();
             }
             match self.store.update(&task).await {
                 Ok(_) => {
-                    tracing::info!(task_id, "task.cancel_requested");
+                    tracing::info!(task_id, at_once, "task.cancel_requested");
                     return Ok(());
                 }
                 Err(StoreError::Conflict) => continue,

@@ -800,6 +800,44 @@ mod tests {
         assert_eq!(r.finished.load(Ordering::SeqCst), 1);
     }
 
+    /// The 2025-11-25 cancel marks a task held by a live run `cancelled` at once; the run
+    /// stops at its next check and writes nothing over it, and the job never finishes.
+    #[tokio::test]
+    async fn a_cancel_at_once_under_a_live_run_stops_it_without_a_second_write() {
+        let mut r = rig(fast());
+        let msg = create(&mut r, json!({"n": 1000, "ms": 5})).await;
+        let cancel = async {
+            // Let the run take the lease and save a few checkpoints first.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let held = status(&r, &msg).await;
+            assert!(held.lease.is_some(), "a run holds the task");
+            r.engine.cancel_at_once("t", &msg.task_id).await.unwrap();
+            let t = status(&r, &msg).await;
+            assert_eq!(
+                t.status,
+                TaskStatus::Cancelled,
+                "cancelled before the answer"
+            );
+            t
+        };
+        let (out, cancelled) = tokio::join!(r.worker.handle(&msg, None), cancel);
+        assert!(
+            !matches!(out, Ok(Outcome::Finished(TaskStatus::Completed))),
+            "{out:?}"
+        );
+        assert_eq!(
+            status(&r, &msg).await,
+            cancelled,
+            "the run wrote nothing after"
+        );
+        assert_eq!(
+            r.finished.load(Ordering::SeqCst),
+            0,
+            "the job did not finish"
+        );
+        assert_eq!(r.worker.handle(&msg, None).await.unwrap(), Outcome::Dropped);
+    }
+
     #[tokio::test]
     async fn cancel_racing_completion_ends_in_exactly_one_terminal_state() {
         let mut r = rig(fast());

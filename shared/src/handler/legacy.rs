@@ -165,9 +165,9 @@ impl McpService {
                         task.status.as_str()
                     )));
                 }
-                self.engine.cancel(tenant, &id).await?;
-                // A running job stops within about a second; until then the task reads
-                // `working` (cancellation is asynchronous, as in 2025-11-25).
+                // 2025-11-25: the task is `cancelled` before the answer (a running job stops
+                // at its next check, within about half a second, and writes nothing more).
+                self.engine.cancel_at_once(tenant, &id).await?;
                 Ok(legacy_task(&self.engine.get(tenant, &id).await?))
             }
             "tasks/result" => self.legacy_result(req, tenant).await,
