@@ -345,3 +345,95 @@ async fn the_sweep_recovers_a_task_that_was_never_enqueued() {
     assert!(env.worker_invocations_for(&id) >= 1);
     env.report("stored, never enqueued → sweep → worker → completed");
 }
+
+/// A 2025-11-25 client through the functions: no `Mcp-Method` header, so everything reaches
+/// the mcp function — its experimental tasks, the tenant-keyed `tasks/list` (a `Query` on the
+/// `tenant_active` index and a `BatchGetItem`) and `tasks/result`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_client_runs_lists_and_reads_a_task_through_the_functions() {
+    let Some(env) = Env::start("legacy", Options::default()).await else {
+        return;
+    };
+    let c = env.client();
+    const V25: Option<&str> = Some("2025-11-25");
+    let ok = |a: &support::Answer| {
+        assert_eq!(a.status, 200, "{}", a.text);
+        a.json()["result"].clone()
+    };
+    let init = ok(&c
+        .legacy_send(
+            V25,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "legacy-peer", "version": "1"}}),
+        )
+        .await);
+    assert_eq!(init["protocolVersion"], "2025-11-25", "{init}");
+    let (seed, rounds) = ("legacy-aws", 200_000u64);
+    let created = ok(&c
+        .legacy_send(
+            V25,
+            "tools/call",
+            json!({"name": "hash_chain", "arguments": {"seed": seed, "rounds": rounds},
+                   "task": {}}),
+        )
+        .await);
+    let id = created["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task: {created}"))
+        .to_owned();
+    // A second, long task stays active while the listing is read.
+    let waiting = ok(&c
+        .legacy_send(
+            V25,
+            "tools/call",
+            json!({"name": "wait", "arguments": {"seconds": 60}, "task": {}}),
+        )
+        .await);
+    let wid = waiting["task"]["taskId"].as_str().unwrap().to_owned();
+    let listed = ok(&c.legacy_send(V25, "tasks/list", json!({})).await);
+    let ids: Vec<&str> = listed["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|t| t["taskId"].as_str())
+        .collect();
+    assert!(ids.contains(&wid.as_str()), "{listed}");
+    // tasks/result blocks (within the budget) until the task completes.
+    let result = ok(&c
+        .legacy_send(V25, "tasks/result", json!({"taskId": id}))
+        .await);
+    assert_eq!(
+        result["structuredContent"]["digest"],
+        support::expected_hash_chain(seed, rounds),
+        "{result}"
+    );
+    let cancelled = ok(&c
+        .legacy_send(V25, "tasks/cancel", json!({"taskId": wid}))
+        .await);
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    assert!(
+        env.counts.sum(
+            Some("mcp"),
+            Some("dynamodb"),
+            Some(&["Query", "BatchGetItem"])
+        ) >= 2,
+        "tasks/list read the tenant's index and batch"
+    );
+    assert_eq!(env.counts.sum(Some("tasks"), Some("http"), None), 0);
+    env.report("legacy: initialize → task → tasks/list → tasks/result → tasks/cancel");
+}
+
+/// The template reader behind `Env::assert_permitted` finds each function's actions (and only
+/// its own): without the emulator.
+#[test]
+fn the_template_reader_finds_each_functions_grants() {
+    let g = support_aws::granted_actions();
+    let has = |who: &str, a: &str| g[who].iter().any(|x| x == a);
+    assert!(has("mcp", "dynamodb:PutItem") && has("mcp", "sqs:SendMessage"));
+    assert!(has("worker", "sqs:ReceiveMessage"));
+    assert!(has("sweep", "dynamodb:DeleteItem") && has("sweep", "dynamodb:Query"));
+    assert!(!has("mcp", "dynamodb:DeleteItem"), "{:?}", g["mcp"]);
+    assert!(!has("tasks", "sqs:ReceiveMessage"), "{:?}", g["tasks"]);
+    assert!(!has("worker", "dynamodb:DeleteItem"), "{:?}", g["worker"]);
+}

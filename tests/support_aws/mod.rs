@@ -381,6 +381,46 @@ pub const DYNAMO_WRITES: &[&str] = &[
     "TransactWriteItems",
 ];
 
+/// The IAM actions template.yaml grants each function (`Policies` of its resource), by the
+/// function's name here. Read from the template's text: every `dynamodb:…`/`sqs:…` action named
+/// in the resource's block (comments stripped). Resource scoping (table vs index ARN) is not
+/// checked; the point is that a code path never needs an action its role lacks.
+pub fn granted_actions() -> BTreeMap<&'static str, Vec<String>> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../template.yaml");
+    let text = std::fs::read_to_string(path).expect("template.yaml");
+    let mut out = BTreeMap::new();
+    for (resource, who) in [
+        ("McpFunction", "mcp"),
+        ("TasksFunction", "tasks"),
+        ("WorkerFunction", "worker"),
+        ("SweepFunction", "sweep"),
+    ] {
+        let head = format!("\n  {resource}:\n");
+        let start = text
+            .find(&head)
+            .unwrap_or_else(|| panic!("{resource} in template.yaml"));
+        let block = &text[start + head.len()..];
+        // The block ends at the next resource (a two-space-indented key).
+        let end = block
+            .match_indices('\n')
+            .map(|(i, _)| i + 1)
+            .find(|&i| {
+                let line = &block[i..];
+                line.len() > 2 && line.starts_with("  ") && !line[2..].starts_with([' ', '#'])
+            })
+            .unwrap_or(block.len());
+        let actions = block[..end]
+            .lines()
+            .map(|l| l.split(" #").next().unwrap_or(""))
+            .flat_map(|l| l.split(|c: char| !(c.is_ascii_alphanumeric() || c == ':')))
+            .filter(|w| w.starts_with("dynamodb:") || w.starts_with("sqs:"))
+            .map(str::to_owned)
+            .collect();
+        out.insert(who, actions);
+    }
+    out
+}
+
 struct Proxy {
     who: &'static str,
     dynamo: String,
@@ -1027,6 +1067,7 @@ impl Env {
 
     /// Prints the measured calls as one labelled line per function and one of totals.
     pub fn report(&self, lifecycle: &str) {
+        self.assert_permitted();
         let snap = self.counts.snapshot();
         let mut line = format!("AWS CALLS [{}: {lifecycle}]", self.test);
         for who in ["mcp", "tasks", "worker", "sweep"] {
@@ -1058,6 +1099,24 @@ impl Env {
             esm.invocation_ms,
         ));
         println!("{line}");
+    }
+
+    /// Every DynamoDB/SQS call a function made is an action its role in template.yaml grants:
+    /// a missing permission fails here instead of in production.
+    pub fn assert_permitted(&self) {
+        let granted = granted_actions();
+        for ((who, service, op), n) in self.counts.snapshot() {
+            let action = match service.as_str() {
+                "dynamodb" => format!("dynamodb:{op}"),
+                "sqs" => format!("sqs:{op}"),
+                _ => continue,
+            };
+            let theirs = granted.get(who.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+            assert!(
+                theirs.contains(&action),
+                "{who} called {action} x{n}, but template.yaml grants it only {theirs:?}"
+            );
+        }
     }
 
     /// The functions' logs so far.
