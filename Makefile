@@ -31,3 +31,13 @@ bench:
 .PHONY: soak
 soak:
 	bash scripts/soak.sh
+
+# The serverless system locally: moto + table/queue + cargo lambda watch + the SQS mapping.
+.PHONY: aws-local
+aws-local:
+	bash scripts/aws-local.sh
+
+# `sam build` of template.yaml (arm64, through cargo lambda); then `sam deploy --guided`.
+.PHONY: sam-build
+sam-build:
+	bash scripts/sam-build.sh
