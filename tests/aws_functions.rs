@@ -125,6 +125,8 @@ async fn input_required_then_update_completes_through_the_functions() {
     assert_routed(&env);
     assert_eq!(env.counts.sum(Some("mcp"), Some("http"), None), 1);
     env.report("confirm_action: create → input_required → tasks/update → completed");
+    // JSON log lines, and neither the arguments, the answer nor the result in any of them.
+    env.assert_logs_are_json_without(&["Q3 notes", "Archive", "\"confirm\""]);
     // Creating the task is one conditional put and one message, and no read (a new id cannot
     // conflict): exact, since the mcp function served nothing but that tools/call.
     for (op, n) in [("PutItem", 1), ("GetItem", 0), ("Query", 0)] {

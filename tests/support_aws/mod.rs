@@ -956,6 +956,9 @@ impl Env {
                 .env("AWS_EC2_METADATA_DISABLED", "true")
                 .env("AWS_ENDPOINT_URL", &proxy_url)
                 .env("RUST_LOG", "info")
+                // What Lambda sets with the template's `LoggingConfig: {LogFormat: JSON}`.
+                .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
+                .env("AWS_LAMBDA_LOG_LEVEL", "INFO")
                 .env("NO_COLOR", "1")
                 .env("TABLE_NAME", &table)
                 .env("QUEUE_URL", &queue_url)
@@ -1117,6 +1120,27 @@ impl Env {
                 "{who} called {action} x{n}, but template.yaml grants it only {theirs:?}"
             );
         }
+    }
+
+    /// Every line a function logged is a JSON object (CloudWatch's JSON log format), and none
+    /// contains any of `secrets` (task arguments, answers, results: never logged).
+    pub fn assert_logs_are_json_without(&self, secrets: &[&str]) {
+        let logs = self.logs();
+        let mut lines = 0;
+        for line in logs.lines() {
+            let Some((who, text)) = line.split_once("] ") else {
+                continue;
+            };
+            assert!(
+                serde_json::from_str::<serde_json::Map<String, Value>>(text).is_ok(),
+                "{who}] logged a line that is not a JSON object: {text}"
+            );
+            for s in secrets {
+                assert!(!text.contains(s), "{who}] logged {s:?}: {text}");
+            }
+            lines += 1;
+        }
+        assert!(lines > 0, "the functions logged nothing");
     }
 
     /// The functions' logs so far.
