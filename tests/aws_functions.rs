@@ -439,3 +439,58 @@ fn the_template_reader_finds_each_functions_grants() {
     assert!(!has("tasks", "sqs:ReceiveMessage"), "{:?}", g["tasks"]);
     assert!(!has("worker", "dynamodb:DeleteItem"), "{:?}", g["worker"]);
 }
+
+/// A cold start, measured (not asserted: timings on shared machines are noisy): each
+/// function's init duration, then the first `server/discover` through the front against the
+/// median of 20 warm ones. Claude Code falls back to the legacy lane when `server/discover`
+/// takes more than about 5 s, so this is the figure to watch. Debug binaries by default;
+/// `AWS_FUNCTIONS_RELEASE=1` builds them with the release profile first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cold_start_figures() {
+    let Some(env) = Env::start("cold_start", Options::default()).await else {
+        return;
+    };
+    let c = env.client();
+    let timed = || async {
+        let t = std::time::Instant::now();
+        let a = c.send("server/discover", json!({})).await;
+        assert_eq!(a.status, 200, "{}", a.text);
+        t.elapsed()
+    };
+    // The mcp function's first invocation (its init may still be running: the wait counts).
+    let first = timed().await;
+    let init = env
+        .mcp
+        .init_duration()
+        .expect("the mcp function asked for work");
+    let mut warm = Vec::new();
+    for _ in 0..20 {
+        warm.push(timed().await);
+    }
+    warm.sort();
+    let median = warm[warm.len() / 2];
+    let inits: Vec<String> = [&env.mcp, &env.tasks, &env.worker, &env.sweep]
+        .iter()
+        .zip(["mcp", "tasks", "worker", "sweep"])
+        .map(|(api, who)| {
+            format!(
+                "{who}={}",
+                api.init_duration()
+                    .map_or("?".into(), |d| format!("{}ms", d.as_millis()))
+            )
+        })
+        .collect();
+    println!(
+        "COLD START [{} build] init: {} | first server/discover {} ms, warm median {} ms ({:.1}x)",
+        if support_aws::release_binaries() {
+            "release"
+        } else {
+            "debug"
+        },
+        inits.join(" "),
+        first.as_millis(),
+        median.as_millis(),
+        first.as_secs_f64() / median.as_secs_f64().max(1e-6),
+    );
+    assert!(init > Duration::ZERO);
+}

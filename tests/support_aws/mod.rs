@@ -94,19 +94,30 @@ pub fn binaries() -> &'static Binaries {
     }
 }
 
+/// Whether the function binaries are built with the release profile (`AWS_FUNCTIONS_RELEASE=1`,
+/// for the cold-start figures of the deployed profile; the default dev profile reuses what
+/// `cargo test` already built).
+pub fn release_binaries() -> bool {
+    std::env::var("AWS_FUNCTIONS_RELEASE").is_ok_and(|v| v == "1")
+}
+
 fn build() -> Result<Binaries, String> {
     let started = Instant::now();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut args = vec![
+        "build",
+        "--workspace",
+        "--all-features",
+        "--bins",
+        "--message-format=json-render-diagnostics",
+    ];
+    if release_binaries() {
+        args.push("--release");
+    }
     let out = Command::new(cargo)
         .current_dir(&root)
-        .args([
-            "build",
-            "--workspace",
-            "--all-features",
-            "--bins",
-            "--message-format=json-render-diagnostics",
-        ])
+        .args(&args)
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("running cargo build: {e}"))?;
@@ -171,6 +182,10 @@ pub struct RuntimeApi {
     pub addr: SocketAddr,
     /// Invocations handed to the function.
     pub invocations: AtomicU64,
+    /// When the process was spawned, and how long it took to ask for its first invocation:
+    /// Lambda's "Init Duration" (runtime start, SDK clients, configuration).
+    spawned: Mutex<Option<Instant>>,
+    init: OnceLock<Duration>,
 }
 
 impl RuntimeApi {
@@ -185,6 +200,8 @@ impl RuntimeApi {
             dead: Mutex::new(None),
             addr: listener.local_addr().unwrap(),
             invocations: AtomicU64::new(0),
+            spawned: Mutex::new(None),
+            init: OnceLock::new(),
         });
         let app = Router::new()
             .route("/2018-06-01/runtime/invocation/next", get(next))
@@ -231,6 +248,11 @@ impl RuntimeApi {
         }
     }
 
+    /// The function's init duration, once it asked for its first invocation.
+    pub fn init_duration(&self) -> Option<Duration> {
+        self.init.get().copied()
+    }
+
     /// The process exited: nothing will answer any more.
     fn mark_dead(&self, why: String) {
         self.dead.lock().unwrap().get_or_insert(why);
@@ -243,6 +265,9 @@ impl RuntimeApi {
 }
 
 async fn next(State(api): State<Arc<RuntimeApi>>) -> Response {
+    if let Some(at) = *api.spawned.lock().unwrap() {
+        let _ = api.init.set(at.elapsed());
+    }
     let inv = api.rx.lock().await.recv().await;
     let Some(inv) = inv else {
         return StatusCode::GONE.into_response();
@@ -984,6 +1009,7 @@ impl Env {
                     );
                 }
             }
+            *api.spawned.lock().unwrap() = Some(Instant::now());
             let mut child = cmd
                 .spawn()
                 .unwrap_or_else(|e| panic!("spawning {}: {e}", exe.display()));

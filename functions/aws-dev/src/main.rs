@@ -4,7 +4,9 @@
 //! - `esm` plays the SQS event source mapping: it long-polls the queue, invokes the `worker`
 //!   function (through `cargo lambda watch`) with an SQS batch event, and deletes exactly the
 //!   messages the worker did not report in `batchItemFailures`, so failed ones come back after
-//!   the visibility timeout, as on AWS.
+//!   the visibility timeout, as on AWS;
+//! - `backfill` is the one operator step for a real table: after the deploy that added the
+//!   `tenant_active` index, it indexes the tasks that were active before (idempotent).
 
 use std::time::Duration;
 
@@ -23,6 +25,12 @@ enum Cli {
         table: String,
         #[arg(long, default_value = "mcp-tasks-work")]
         queue: String,
+    },
+    /// Add `tenant_active` to active tasks written before that index existed (run once after
+    /// the deploy that added it; idempotent). Prints how many items it changed.
+    Backfill {
+        #[arg(long)]
+        table: String,
     },
     /// Feed the queue to the worker function like the SQS event source mapping.
     Esm {
@@ -52,6 +60,14 @@ async fn main() -> anyhow::Result<()> {
                 .context("creating the queue")?;
             println!("TABLE_NAME={table}");
             println!("QUEUE_URL={url}");
+        }
+        Cli::Backfill { table } => {
+            let store = dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::new(&config), table);
+            let changed = store
+                .backfill_tenant_index()
+                .await
+                .context("backfilling the tenant_active index")?;
+            println!("backfilled {changed} active tasks");
         }
         Cli::Esm {
             queue_url,

@@ -56,8 +56,9 @@
 //! lack `tenant_active`: until their next write, active tasks of that time would be missing
 //! from `tasks/list`. [`DynamoStore::backfill_tenant_index`] adds the attribute to them
 //! (conditional, idempotent, no version change); `create_table` runs it just before it adds
-//! the index, and after a `sam deploy` it should be run once every function runs this code
-//! (it needs `dynamodb:Query` on the `active` index and `dynamodb:UpdateItem` on the table).
+//! the index, and after a `sam deploy` it should be run once every function runs this code:
+//! `mcp-tasks-aws-dev backfill --table <TasksTable>` with credentials that may `Query` the
+//! `active` index and `UpdateItem` the table.
 //!
 //! # Costs per call
 //!
