@@ -175,34 +175,72 @@ impl DynamoStore {
         &self.table
     }
 
-    /// One `PutItem` of `task` under `condition`.
+    /// One `PutItem` of `task` under `condition`, whose meaning in terms of the stored record
+    /// is `prior`.
+    ///
+    /// The SDK's own retries are off for it: a retried conditional write whose first attempt
+    /// landed (its answer lost to a timeout or a 5xx) would fail its own condition and report
+    /// a conflict for a write that happened — a worker would then drop its continuation, a
+    /// client its new task. Instead, after an answer that leaves it open whether the write
+    /// landed, the item is read back: exactly `task` means it landed; still `prior` means it
+    /// did not, and the write is tried again; anything else is a real conflict.
     async fn put(
         &self,
         op: &'static str,
         task: &TaskRecord,
+        prior: Prior,
         condition: &str,
         names: &[(&str, &str)],
         values: Vec<(&str, AttributeValue)>,
     ) -> Result<(), StoreError> {
         encode(task)?;
         let item = to_item(task)?;
-        let mut req = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression(condition);
-        for (k, v) in names {
-            req = req.expression_attribute_names(*k, *v);
+        let mut pause = PUT_RETRY_PAUSE;
+        for attempt in 1..=PUT_ATTEMPTS {
+            let mut req = self
+                .client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(item.clone()))
+                .condition_expression(condition);
+            for (k, v) in names {
+                req = req.expression_attribute_names(*k, *v);
+            }
+            for (k, v) in &values {
+                req = req.expression_attribute_values(*k, v.clone());
+            }
+            let err = match req
+                .customize()
+                .config_override(
+                    aws_sdk_dynamodb::config::Builder::default()
+                        .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled()),
+                )
+                .send()
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(e) if is_condition_failed(&e) => return Err(StoreError::Conflict),
+                Err(e) if !outcome_unknown(&e) => return Err(backend(op, &self.table, e)),
+                Err(e) => e,
+            };
+            match self.get(&task.tenant, &task.task_id).await {
+                Ok(Some(stored)) if stored == *task => {
+                    tracing::info!(op, attempt, "dynamodb.put_landed_answer_lost");
+                    return Ok(());
+                }
+                Ok(stored) if prior.holds(stored.as_ref()) => {}
+                Ok(_) => return Err(StoreError::Conflict),
+                // Cannot tell yet: the next attempt's condition keeps it safe.
+                Err(_) => {}
+            }
+            if attempt == PUT_ATTEMPTS {
+                return Err(backend(op, &self.table, err));
+            }
+            tracing::info!(op, attempt, "dynamodb.put_retry");
+            tokio::time::sleep(pause).await;
+            pause *= 2;
         }
-        for (k, v) in values {
-            req = req.expression_attribute_values(k, v);
-        }
-        match req.send().await {
-            Ok(_) => Ok(()),
-            Err(e) if is_condition_failed(&e) => Err(StoreError::Conflict),
-            Err(e) => Err(backend(op, &self.table, e)),
-        }
+        unreachable!("the last attempt returns")
     }
 
     /// Queries one shard of an index, following continuation pages, until `out` holds `limit`
@@ -369,6 +407,7 @@ impl TaskStore for DynamoStore {
         self.put(
             "create",
             task,
+            Prior::Absent,
             "attribute_not_exists(#pk)",
             &[("#pk", ATTR_PK)],
             Vec::new(),
@@ -395,6 +434,7 @@ impl TaskStore for DynamoStore {
         self.put(
             "update",
             &next,
+            Prior::Version(task.version),
             "#version = :read AND NOT (#status IN (:t0, :t1, :t2))",
             &[("#version", "version"), ("#status", "status")],
             vec![
@@ -924,6 +964,52 @@ fn number_in_range(n: &str) -> bool {
 
 fn is_condition_failed<E: ProvideErrorMetadata, R>(e: &SdkError<E, R>) -> bool {
     e.code() == Some("ConditionalCheckFailedException")
+}
+
+/// Attempts of one conditional write (the SDK's standard mode makes 3), and the first pause.
+const PUT_ATTEMPTS: u32 = 4;
+const PUT_RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// What a conditional write expects to find, as a condition on the stored record.
+#[derive(Debug, Clone, Copy)]
+enum Prior {
+    /// No item (create).
+    Absent,
+    /// The item at this version, not terminal (update).
+    Version(u64),
+}
+
+impl Prior {
+    fn holds(self, stored: Option<&TaskRecord>) -> bool {
+        match (self, stored) {
+            (Prior::Absent, None) => true,
+            (Prior::Version(v), Some(t)) => t.version == v && !t.status.is_terminal(),
+            _ => false,
+        }
+    }
+}
+
+/// Whether a failed request may have been applied (or may succeed when tried again):
+/// timeouts, connection failures, unreadable answers, 5xx and throttling. A 4xx other than
+/// throttling is a definite refusal.
+fn outcome_unknown<E: ProvideErrorMetadata>(
+    e: &SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
+) -> bool {
+    match e {
+        SdkError::ConstructionFailure(_) => false,
+        SdkError::ServiceError(se) => {
+            se.raw().status().as_u16() >= 500
+                || matches!(
+                    e.code(),
+                    Some(
+                        "ProvisionedThroughputExceededException"
+                            | "ThrottlingException"
+                            | "RequestLimitExceeded"
+                    )
+                )
+        }
+        _ => true,
+    }
 }
 
 /// Logs the detail (never an item) and returns a fixed message.
