@@ -36,7 +36,12 @@ timeout_s="${SOAK_TIMEOUT:-1800}"
 cargo=(cargo test -p mcp-tasks --features fault-injection --test faults)
 # The release profile (lto, one codegen unit) changes timing and inlining, not the logic:
 # worth a run before a release.
-[[ "${SOAK_RELEASE:-0}" = 1 ]] && cargo+=(--release)
+# Its hashing is also much faster, so the kill and crash-point jobs are made longer (in steps
+# of the same pace) for the kills and crash points to land inside them.
+if [[ "${SOAK_RELEASE:-0}" = 1 ]]; then
+  cargo+=(--release)
+  export FAULTS_STEPS_SCALE="${SOAK_STEPS_SCALE:-4}"
+fi
 echo "==> building (${cargo[*]} --no-run)"
 "${cargo[@]}" --no-run --quiet
 

@@ -33,6 +33,13 @@ fn knob(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// How many times longer the kill and crash-point jobs are (`FAULTS_STEPS_SCALE`, default 1).
+/// A release-built server hashes so fast that the paced jobs end before any kill or crash
+/// point lands; scripts/soak.sh raises it for `SOAK_RELEASE=1`.
+fn steps_scale() -> u64 {
+    knob("FAULTS_STEPS_SCALE", 1).max(1)
+}
+
 /// A small deterministic generator (xorshift64*); the seed is printed so a run can be
 /// replayed with `FAULTS_SEED`.
 struct Rng(u64);
@@ -231,7 +238,7 @@ async fn kill_restart_cycles_lose_and_double_nothing() {
         let p = start(dir.path(), Some(spec));
         let c = p.client().with_tasks();
         for _ in 0..per_cycle {
-            let steps = rng.range(4, 8);
+            let steps = rng.range(4, 8) * steps_scale();
             let pace = rng.range(200, 400);
             chains.push(start_chain(&c, seed(&mut rng), steps, pace).await);
         }
@@ -286,7 +293,7 @@ async fn aborts_right_after_checkpoints_lose_and_double_nothing() {
         let batch: Vec<Chain> = {
             let mut b = Vec::new();
             for _ in 0..tasks {
-                let steps = rng.range(6, 9);
+                let steps = rng.range(6, 9) * steps_scale();
                 b.push(start_chain(&c, seed(&mut rng), steps, 300).await);
             }
             b
