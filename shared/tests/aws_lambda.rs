@@ -24,7 +24,7 @@ use aws_sdk_dynamodb::config::Credentials;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use mcp_tasks_core::aws::dynamo::{DynamoStore, create_table};
 use mcp_tasks_core::aws::lambda::{Config, Ports, Role, SqsWorker, Sweeper, http_router};
-use mcp_tasks_core::aws::sqs::SqsQueue;
+use mcp_tasks_core::aws::sqs::{self, SqsQueue};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tower::ServiceExt as _;
@@ -108,19 +108,8 @@ async fn next_event(client: &aws_sdk_sqs::Client, url: &str) -> SqsEvent {
             .await
             .unwrap();
         if let Some(m) = out.messages().first() {
-            let count = m
-                .attributes()
-                .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
-                .cloned()
-                .unwrap_or_else(|| "1".into());
-            return serde_json::from_value(json!({"Records": [{
-                "messageId": m.message_id(),
-                "receiptHandle": m.receipt_handle(),
-                "body": m.body(),
-                "attributes": {"ApproximateReceiveCount": count},
-                "eventSource": "aws:sqs",
-            }]}))
-            .unwrap();
+            let record = sqs::event_source_record(m, "arn:aws:sqs:us-east-1:000000000000:work");
+            return serde_json::from_value(json!({"Records": [record]})).unwrap();
         }
     }
     panic!("no work message arrived");

@@ -36,7 +36,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
 use mcp_tasks_core::aws::dynamo::{DynamoStore, create_table};
-use mcp_tasks_core::aws::sqs::SqsQueue;
+use mcp_tasks_core::aws::sqs::{self, SqsQueue};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -761,25 +761,7 @@ async fn esm(
         }
         let records: Vec<Value> = messages
             .iter()
-            .map(|m| {
-                let attributes: serde_json::Map<String, Value> = m
-                    .attributes
-                    .iter()
-                    .flatten()
-                    .map(|(k, v)| (k.as_str().to_owned(), json!(v)))
-                    .collect();
-                json!({
-                    "messageId": m.message_id,
-                    "receiptHandle": m.receipt_handle,
-                    "body": m.body,
-                    "attributes": attributes,
-                    "messageAttributes": {},
-                    "md5OfBody": m.md5_of_body,
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:work",
-                    "awsRegion": "us-east-1",
-                })
-            })
+            .map(|m| sqs::event_source_record(m, "arn:aws:sqs:us-east-1:000000000000:work"))
             .collect();
         {
             let mut s = stats.lock().unwrap();

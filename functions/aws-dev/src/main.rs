@@ -13,7 +13,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use clap::Parser;
-use mcp_tasks_core::aws::{dynamo, sdk_config, sqs::SqsQueue};
+use mcp_tasks_core::aws::sqs::{self, SqsQueue};
+use mcp_tasks_core::aws::{dynamo, sdk_config};
 use serde_json::{Value, json};
 
 #[derive(Parser)]
@@ -117,25 +118,7 @@ async fn esm(
         }
         let records: Vec<Value> = messages
             .iter()
-            .map(|m| {
-                let attributes: serde_json::Map<String, Value> = m
-                    .attributes
-                    .iter()
-                    .flatten()
-                    .map(|(k, v)| (k.as_str().to_owned(), json!(v)))
-                    .collect();
-                json!({
-                    "messageId": m.message_id,
-                    "receiptHandle": m.receipt_handle,
-                    "body": m.body,
-                    "attributes": attributes,
-                    "messageAttributes": {},
-                    "md5OfBody": m.md5_of_body,
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:local",
-                    "awsRegion": "us-east-1",
-                })
-            })
+            .map(|m| sqs::event_source_record(m, "arn:aws:sqs:us-east-1:000000000000:local"))
             .collect();
         let response: Value = match http
             .post(invoke)

@@ -94,6 +94,32 @@ impl WorkQueue for SqsQueue {
     }
 }
 
+/// The record the SQS event source mapping hands a Lambda function for `message` (received
+/// with its system attributes, `ApproximateReceiveCount` above all): what the local event
+/// source mapping (`mcp-tasks-aws-dev esm`) and the tests feed the worker function.
+pub fn event_source_record(
+    message: &aws_sdk_sqs::types::Message,
+    queue_arn: &str,
+) -> serde_json::Value {
+    let attributes: serde_json::Map<String, serde_json::Value> = message
+        .attributes()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.as_str().to_owned(), serde_json::Value::from(v.as_str())))
+        .collect();
+    serde_json::json!({
+        "messageId": message.message_id(),
+        "receiptHandle": message.receipt_handle(),
+        "body": message.body(),
+        "attributes": attributes,
+        "messageAttributes": {},
+        "md5OfBody": message.md5_of_body(),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": queue_arn.split(':').nth(3).unwrap_or("us-east-1"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
