@@ -63,9 +63,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_config::{BehaviorVersion, Region};
 use aws_lambda_events::event::sqs::SqsEvent;
-use aws_sdk_dynamodb::config::Credentials;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use futures_util::future::join_all;
 use mcp_tasks_core::aws::dynamo::{DynamoStore, create_table};
@@ -450,28 +448,16 @@ struct Rig {
     tools: Arc<Registry>,
 }
 
-fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}", ulid::Ulid::new().to_string().to_lowercase())
-}
-
 async fn rig(suite: &str) -> Option<Arc<Rig>> {
     let [dynamo_endpoint, sqs_endpoint] =
         common::endpoints("aws_faults", [common::DYNAMODB, common::SQS])?;
-    let sdk = |endpoint: String| async move {
-        aws_config::defaults(BehaviorVersion::latest())
-            .region(Region::new("us-east-1"))
-            .credentials_provider(Credentials::new("test", "test", None, None, "aws_faults"))
-            .endpoint_url(endpoint)
-            .load()
-            .await
-    };
-    let dynamo = aws_sdk_dynamodb::Client::new(&sdk(dynamo_endpoint).await);
-    let sqs = aws_sdk_sqs::Client::new(&sdk(sqs_endpoint).await);
-    let table = unique(&format!("mcp-faults-{suite}"));
+    let dynamo = aws_sdk_dynamodb::Client::new(&common::sdk_config(&dynamo_endpoint).await);
+    let sqs = aws_sdk_sqs::Client::new(&common::sdk_config(&sqs_endpoint).await);
+    let table = common::unique(&format!("mcp-faults-{suite}"));
     create_table(&dynamo, &table).await.expect("CreateTable");
     let queue_url = sqs
         .create_queue()
-        .queue_name(unique(&format!("mcp-faults-{suite}")))
+        .queue_name(common::unique(&format!("mcp-faults-{suite}")))
         .attributes(QueueAttributeName::VisibilityTimeout, VISIBILITY)
         .send()
         .await
@@ -556,7 +542,7 @@ impl Rig {
 
     /// Creates a `tally` task; returns (key, task id).
     async fn create(&self, engine: &Engine, n: u64, ms: u64, ask: bool) -> (String, String) {
-        let key = unique("k");
+        let key = common::unique("k");
         let task = engine
             .create_task(
                 TENANT,

@@ -18,9 +18,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_lambda_events::event::sqs::SqsEvent;
-use aws_sdk_dynamodb::config::Credentials;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use mcp_tasks_core::aws::dynamo::{DynamoStore, create_table};
 use mcp_tasks_core::aws::lambda::{Config, Ports, Role, SqsWorker, Sweeper, http_router};
@@ -33,29 +31,6 @@ use tower::ServiceExt as _;
 fn endpoints() -> Option<(String, String)> {
     let [dynamo, sqs] = common::endpoints("aws_lambda", [common::DYNAMODB, common::SQS])?;
     Some((dynamo, sqs))
-}
-
-async fn sdk(endpoint: &str) -> SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "aws_lambda test",
-        ))
-        .endpoint_url(endpoint)
-        .load()
-        .await
-}
-
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos();
-    format!("{prefix}-{}-{nanos}", std::process::id())
 }
 
 fn config(role: Role, table: &str, queue_url: &str) -> Config {
@@ -120,11 +95,11 @@ async fn a_task_runs_end_to_end_through_the_lambda_handlers() {
     let Some((dynamo_endpoint, sqs_endpoint)) = endpoints() else {
         return;
     };
-    let dynamo = aws_sdk_dynamodb::Client::new(&sdk(&dynamo_endpoint).await);
-    let sqs = aws_sdk_sqs::Client::new(&sdk(&sqs_endpoint).await);
-    let table = unique("mcp-tasks-e2e");
+    let dynamo = aws_sdk_dynamodb::Client::new(&common::sdk_config(&dynamo_endpoint).await);
+    let sqs = aws_sdk_sqs::Client::new(&common::sdk_config(&sqs_endpoint).await);
+    let table = common::unique("mcp-tasks-e2e");
     create_table(&dynamo, &table).await.expect("CreateTable");
-    let queue_url = SqsQueue::create_queue(&sqs, &unique("mcp-tasks-e2e"))
+    let queue_url = SqsQueue::create_queue(&sqs, &common::unique("mcp-tasks-e2e"))
         .await
         .expect("CreateQueue");
     let ports = Ports {

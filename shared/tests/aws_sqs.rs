@@ -16,7 +16,6 @@ use std::time::Duration;
 mod common;
 
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::config::{Credentials, Region};
 use mcp_tasks_core::aws::sqs::SqsQueue;
 use mcp_tasks_core::queue::{WorkKind, WorkMessage, WorkQueue, contract};
 use tokio::sync::Mutex;
@@ -25,22 +24,7 @@ use tokio::time::Instant;
 /// A client for the emulator: fixed region and dummy credentials, so the test never reaches
 /// for a real account's configuration.
 async fn client(endpoint: &str) -> Client {
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "aws_sqs test"))
-        .endpoint_url(endpoint)
-        .load()
-        .await;
-    Client::new(&config)
-}
-
-/// A queue of its own for each run, so leftovers of an earlier run cannot be received.
-fn unique_name() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos();
-    format!("mcp-tasks-contract-{}-{nanos}", std::process::id())
+    Client::new(&common::sdk_config(endpoint).await)
 }
 
 /// Receives one message, waiting up to `wait`; deletes what it receives (as the Lambda event
@@ -101,7 +85,7 @@ async fn sqs_queue_passes_the_queue_contract() {
         return;
     };
     let client = client(&endpoint).await;
-    let url = SqsQueue::create_queue(&client, &unique_name())
+    let url = SqsQueue::create_queue(&client, &common::unique("mcp-tasks-contract"))
         .await
         .expect("CreateQueue");
     let queue = SqsQueue::new(client.clone(), url.clone());

@@ -25,8 +25,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
-use aws_sdk_dynamodb::config::Credentials;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -845,30 +843,6 @@ impl Default for Options {
     }
 }
 
-/// Test credentials and region against an emulator endpoint.
-pub async fn sdk(endpoint: &str) -> SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "aws_functions",
-        ))
-        .endpoint_url(endpoint)
-        .load()
-        .await
-}
-
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos();
-    format!("{prefix}-{}-{nanos}", std::process::id())
-}
-
 /// The four functions, their front, queue feed and counters, over a fresh table and queue.
 pub struct Env {
     pub test: String,
@@ -902,13 +876,14 @@ impl Env {
         let started = Instant::now();
 
         // The table and the queue, with the project's own code.
-        let dynamo = aws_sdk_dynamodb::Client::new(&sdk(&dynamo_endpoint).await);
-        let sqs = aws_sdk_sqs::Client::new(&sdk(&sqs_endpoint).await);
-        let table = unique("fn-tasks");
+        let dynamo =
+            aws_sdk_dynamodb::Client::new(&crate::common::sdk_config(&dynamo_endpoint).await);
+        let sqs = aws_sdk_sqs::Client::new(&crate::common::sdk_config(&sqs_endpoint).await);
+        let table = crate::common::unique("fn-tasks");
         create_table(&dynamo, &table)
             .await
             .expect("creating the table");
-        let queue_url = SqsQueue::create_queue(&sqs, &unique("fn-work"))
+        let queue_url = SqsQueue::create_queue(&sqs, &crate::common::unique("fn-work"))
             .await
             .expect("creating the queue");
         // As on AWS, the queue's visibility timeout is at least the worker's timeout; short, so

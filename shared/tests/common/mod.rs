@@ -46,3 +46,25 @@ pub fn endpoints<const N: usize>(test: &str, groups: [[&str; 2]; N]) -> Option<[
     });
     None
 }
+
+/// An SDK configuration for the emulator at `endpoint`: a fixed region and dummy credentials,
+/// so a test never reaches for a real account's configuration or instance metadata.
+pub async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+            "test", "test", None, None, "emulator",
+        ))
+        .endpoint_url(endpoint)
+        .load()
+        .await
+}
+
+/// A name no earlier run used (tables and queues are never shared between runs).
+pub fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
