@@ -182,26 +182,42 @@ impl Engine {
     /// within about a second, then writes `cancelled` — so `cancelled` means the job stopped.
     /// Terminal tasks are acked unchanged.
     pub async fn cancel(&self, tenant: &str, task_id: &str) -> Result<(), McpError> {
-        self.cancel_task(tenant, task_id, false).await
+        self.cancel_task(tenant, task_id, false).await.map(|_| ())
     }
 
     /// `tasks/cancel` (2025-11-25), which must answer with the task already `cancelled`: the
     /// task is cancelled at once even while a run holds it. That run's next check or write
     /// finds the task terminal (its conditional write loses) and stops without writing.
-    pub async fn cancel_at_once(&self, tenant: &str, task_id: &str) -> Result<(), McpError> {
-        self.cancel_task(tenant, task_id, true).await
+    /// Returns the task as cancelled, or `-32602` naming its status when it had already ended
+    /// (also when it ended in a race with this call).
+    pub async fn cancel_at_once(
+        &self,
+        tenant: &str,
+        task_id: &str,
+    ) -> Result<TaskRecord, McpError> {
+        match self.cancel_task(tenant, task_id, true).await? {
+            Some(task) => Ok(task),
+            None => {
+                let task = self.get(tenant, task_id).await?;
+                Err(McpError::invalid_params(format!(
+                    "Task is already {}: it cannot be cancelled",
+                    task.status.as_str()
+                )))
+            }
+        }
     }
 
+    /// The record as written, or `None` when the task had already ended (nothing written).
     async fn cancel_task(
         &self,
         tenant: &str,
         task_id: &str,
         at_once: bool,
-    ) -> Result<(), McpError> {
+    ) -> Result<Option<TaskRecord>, McpError> {
         for _ in 0..MAX_RACES {
             let mut task = self.get(tenant, task_id).await?;
             if task.status.is_terminal() {
-                return Ok(());
+                return Ok(None);
             }
             let running = !at_once
                 && task
@@ -209,7 +225,7 @@ impl Engine {
                     .as_ref()
                     .is_some_and(|l| l.expires_at_ms > now_ms());
             if task.cancel_requested && running {
-                return Ok(());
+                return Ok(Some(task));
             }
             task.cancel_requested = true;
             if running {
@@ -221,9 +237,10 @@ impl Engine {
                 let _ = task.cancel();
             }
             match self.store.update(&task).await {
-                Ok(_) => {
+                Ok(version) => {
                     tracing::info!(task_id, at_once, "task.cancel_requested");
-                    return Ok(());
+                    task.version = version;
+                    return Ok(Some(task));
                 }
                 Err(StoreError::Conflict) => continue,
                 Err(e) => return Err(internal("cancelling a task failed", e)),
@@ -403,6 +420,30 @@ mod tests {
         assert_eq!(engine.sweep(Duration::from_secs(30)).await.unwrap(), 0);
         assert!(rx.try_recv().is_err(), "no work for an expired task");
         assert_eq!(engine.purge_expired().await.unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn cancel_at_once_cancels_or_says_the_task_had_ended() {
+        let (engine, store, mut rx) = engine();
+        let task = engine
+            .create_task("t", "x", json!({}), Value::Null, json!({}))
+            .await
+            .unwrap();
+        rx.try_recv().unwrap();
+        let cancelled = engine.cancel_at_once("t", &task.task_id).await.unwrap();
+        assert_eq!(cancelled.status, TaskStatus::Cancelled);
+        assert_eq!(
+            store.get("t", &task.task_id).await.unwrap(),
+            Some(cancelled)
+        );
+        // Ended meanwhile (here: before): -32602 naming the status, nothing written.
+        let err = engine.cancel_at_once("t", &task.task_id).await.unwrap_err();
+        assert_eq!(err.error.code, -32602);
+        assert!(
+            err.error.message.contains("cancelled"),
+            "{}",
+            err.error.message
+        );
     }
 
     #[tokio::test]

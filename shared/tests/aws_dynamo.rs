@@ -597,30 +597,39 @@ async fn create_table_adds_the_tenant_index_to_an_older_table_and_backfills_it()
     drop_table(&client, &name).await;
 }
 
-/// How the test proxy treats the next `PutItem`s (then it passes everything through).
-#[derive(Clone, Copy)]
+/// How the test proxy spoils the first `PutItem` it sees (then it passes everything through).
+#[derive(Clone, Copy, Debug)]
 enum Loss {
     /// Forward the write, then answer 500 as if the answer were lost: the write landed.
     AnswerLost,
     /// Answer 500 without forwarding: the write never happened.
     RequestLost,
+    /// Answer 500 at once and forward the write 300 ms later: it lands after the store looked.
+    LandsLate,
+    /// As `AnswerLost`, and the next `GetItem` (the store's read-back) fails too.
+    AnswerAndReadLost,
 }
 
-/// A proxy in front of the emulator that spoils the next `n` `PutItem` exchanges as `loss`
-/// says; returns the endpoint and the counter of `PutItem` requests it saw.
+/// A proxy in front of the emulator that spoils the first `PutItem` as `loss` says; returns
+/// the endpoint and the number of `PutItem` requests it saw.
 async fn lossy_proxy(
     endpoint: String,
     loss: Loss,
-    n: usize,
 ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-    let seen = Arc::new(AtomicUsize::new(0));
+    let puts = Arc::new(AtomicUsize::new(0));
+    let fail_get = Arc::new(AtomicBool::new(false));
     let http = reqwest::Client::new();
-    let counter = seen.clone();
+    let counter = puts.clone();
     let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
-        let (http, endpoint, counter) = (http.clone(), endpoint.clone(), counter.clone());
+        let (http, endpoint, counter, fail_get) = (
+            http.clone(),
+            endpoint.clone(),
+            counter.clone(),
+            fail_get.clone(),
+        );
         async move {
             let (parts, body) = req.into_parts();
             let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
@@ -630,8 +639,7 @@ async fn lossy_proxy(
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("")
                 .to_owned();
-            let spoil = target.ends_with(".PutItem") && counter.fetch_add(1, Ordering::SeqCst) < n;
-            let lost = || {
+            let error = || {
                 axum::response::Response::builder()
                     .status(500)
                     .header("content-type", "application/x-amz-json-1.0")
@@ -640,22 +648,40 @@ async fn lossy_proxy(
                     ))
                     .unwrap()
             };
-            if spoil && matches!(loss, Loss::RequestLost) {
-                return lost();
+            let forward = {
+                let mut fwd = http.post(format!("{endpoint}{}", parts.uri.path()));
+                for (k, v) in &parts.headers {
+                    if k != "host" && k != "content-length" {
+                        fwd = fwd.header(k, v);
+                    }
+                }
+                fwd.body(body)
+            };
+            let spoil = target.ends_with(".PutItem") && counter.fetch_add(1, Ordering::SeqCst) == 0;
+            if target.ends_with(".GetItem") && fail_get.swap(false, Ordering::SeqCst) {
+                return error();
             }
-            let mut fwd = http.post(format!("{endpoint}{}", parts.uri.path()));
-            for (k, v) in &parts.headers {
-                if k != "host" && k != "content-length" {
-                    fwd = fwd.header(k, v);
+            if spoil {
+                match loss {
+                    Loss::RequestLost => return error(),
+                    Loss::LandsLate => {
+                        tokio::spawn(async move {
+                            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                            forward.send().await.unwrap();
+                        });
+                        return error();
+                    }
+                    Loss::AnswerLost | Loss::AnswerAndReadLost => {
+                        forward.send().await.unwrap();
+                        fail_get.store(matches!(loss, Loss::AnswerAndReadLost), Ordering::SeqCst);
+                        return error();
+                    }
                 }
             }
-            let resp = fwd.body(body).send().await.unwrap();
+            let resp = forward.send().await.unwrap();
             let status = resp.status().as_u16();
             let headers = resp.headers().clone();
             let bytes = resp.bytes().await.unwrap();
-            if spoil {
-                return lost();
-            }
             let mut out = axum::response::Response::builder().status(status);
             for (k, v) in &headers {
                 if k != "content-length" && k != "transfer-encoding" {
@@ -668,53 +694,63 @@ async fn lossy_proxy(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}"), seen)
+    (format!("http://{addr}"), puts)
 }
 
-/// A conditional write whose answer is lost (it landed) or whose request is lost (it did not)
-/// is neither reported as a conflict nor applied twice: the store reads the item back and
-/// decides. A real conflict through the same proxy is still a conflict.
+/// A conditional write whose answer is lost (it landed), whose request is lost (it did not),
+/// which lands only after the store looked, or whose read-back fails too, is neither reported
+/// as a conflict nor applied twice. Arguments with a float (`2.0`, which DynamoDB hands back
+/// as `2`) must not defeat the check. A real conflict through the same proxy is a conflict.
 #[tokio::test]
 async fn a_lost_answer_to_a_conditional_write_is_not_a_conflict() {
-    use std::sync::atomic::Ordering;
-
     let Some(c) = client().await else { return };
     let [endpoint] = common::endpoints("aws_dynamo", [common::DYNAMODB]).unwrap();
     let direct = fresh_store(&c).await;
-    for loss in [Loss::AnswerLost, Loss::RequestLost] {
-        let (url, puts) = lossy_proxy(endpoint.clone(), loss, 1).await;
-        let conf = c.config().to_builder().endpoint_url(url).build();
-        let store = DynamoStore::new(Client::from_conf(conf), direct.table_name());
-
-        let t = task("lossy", None);
-        // A lost answer is settled by reading the item back; a lost request by a new attempt.
-        let puts_per_write = match loss {
-            Loss::AnswerLost => 1,
-            Loss::RequestLost => 2,
+    for loss in [
+        Loss::AnswerLost,
+        Loss::RequestLost,
+        Loss::LandsLate,
+        Loss::AnswerAndReadLost,
+    ] {
+        // create, then update, each through a fresh proxy that spoils its first PutItem
+        let store = |url: String| {
+            let conf = c.config().to_builder().endpoint_url(url).build();
+            DynamoStore::new(Client::from_conf(conf), direct.table_name())
         };
-        store
+        let mut t = task("lossy", None);
+        t.arguments = json!({"seconds": 2.0, "ratio": 0.5, "n": 3});
+        let (url, _) = lossy_proxy(endpoint.clone(), loss).await;
+        store(url)
             .create(&t)
             .await
-            .expect("a create whose answer was lost");
-        assert_eq!(
-            direct.get("lossy", &t.task_id).await.unwrap(),
-            Some(t.clone())
-        );
-        assert_eq!(puts.load(Ordering::SeqCst), puts_per_write);
-
-        let mut next = t.clone();
-        next.status_message = Some("halfway".into());
-        puts.store(0, Ordering::SeqCst);
-        assert_eq!(store.update(&next).await.unwrap(), t.version + 1);
+            .unwrap_or_else(|e| panic!("{loss:?}: create: {e}"));
         let stored = direct.get("lossy", &t.task_id).await.unwrap().unwrap();
-        assert_eq!(stored.version, t.version + 1, "applied once");
-        assert_eq!(stored.status_message.as_deref(), Some("halfway"));
-        assert_eq!(puts.load(Ordering::SeqCst), puts_per_write);
+        assert_eq!(stored.version, t.version, "{loss:?}");
+
+        let mut next = stored.clone();
+        next.status_message = Some("halfway".into());
+        let (url, puts) = lossy_proxy(endpoint.clone(), loss).await;
+        let s = store(url);
+        assert_eq!(
+            s.update(&next)
+                .await
+                .unwrap_or_else(|e| panic!("{loss:?}: update: {e}")),
+            stored.version + 1,
+            "{loss:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await; // a late landing
+        let now = direct.get("lossy", &t.task_id).await.unwrap().unwrap();
+        assert_eq!(now.version, stored.version + 1, "{loss:?}: applied once");
+        assert_eq!(now.status_message.as_deref(), Some("halfway"));
+        assert!(
+            puts.load(std::sync::atomic::Ordering::SeqCst) <= 2,
+            "{loss:?}"
+        );
         // The proxy passes everything now: a stale write is still a conflict.
-        assert!(matches!(
-            store.update(&next).await,
-            Err(StoreError::Conflict)
-        ));
+        assert!(
+            matches!(s.update(&next).await, Err(StoreError::Conflict)),
+            "{loss:?}"
+        );
     }
     drop_table(&c, direct.table_name()).await;
 }

@@ -195,6 +195,12 @@ impl DynamoStore {
     ) -> Result<(), StoreError> {
         encode(task)?;
         let item = to_item(task)?;
+        // What a read of the item returns once it landed: numbers go through DynamoDB's `N`
+        // (a float `2.0` reads back as the integer `2`), so compare with that, not `task`.
+        let landed = from_item(item.clone())?;
+        // Set once an attempt ended without telling whether it was applied: from then on a
+        // failed condition may be our own earlier attempt (landing late), so it is checked.
+        let mut maybe_applied = false;
         let mut pause = PUT_RETRY_PAUSE;
         for attempt in 1..=PUT_ATTEMPTS {
             let mut req = self
@@ -219,28 +225,50 @@ impl DynamoStore {
                 .await
             {
                 Ok(_) => return Ok(()),
-                Err(e) if is_condition_failed(&e) => return Err(StoreError::Conflict),
-                Err(e) if !outcome_unknown(&e) => return Err(backend(op, &self.table, e)),
+                Err(e) if is_condition_failed(&e) => {
+                    if maybe_applied && self.holds(&landed).await {
+                        tracing::info!(op, attempt, "dynamodb.put_landed_late");
+                        return Ok(());
+                    }
+                    return Err(StoreError::Conflict);
+                }
                 Err(e) => e,
             };
-            match self.get(&task.tenant, &task.task_id).await {
-                Ok(Some(stored)) if stored == *task => {
-                    tracing::info!(op, attempt, "dynamodb.put_landed_answer_lost");
-                    return Ok(());
+            match failure_kind(&err) {
+                Failure::Refused => return Err(backend(op, &self.table, err)),
+                // Definitely not applied: wait and try again, no need to look.
+                Failure::Throttled => {}
+                Failure::Unknown => {
+                    maybe_applied = true;
+                    match self.get(&task.tenant, &task.task_id).await {
+                        Ok(Some(stored)) if stored == landed => {
+                            tracing::info!(op, attempt, "dynamodb.put_landed_answer_lost");
+                            return Ok(());
+                        }
+                        Ok(stored) if prior.holds(stored.as_ref()) => {}
+                        Ok(_) => return Err(StoreError::Conflict),
+                        // Cannot tell yet: the next attempt settles it (its condition fails
+                        // if this one landed, and that failure is then checked).
+                        Err(_) => {}
+                    }
                 }
-                Ok(stored) if prior.holds(stored.as_ref()) => {}
-                Ok(_) => return Err(StoreError::Conflict),
-                // Cannot tell yet: the next attempt's condition keeps it safe.
-                Err(_) => {}
             }
             if attempt == PUT_ATTEMPTS {
                 return Err(backend(op, &self.table, err));
             }
             tracing::info!(op, attempt, "dynamodb.put_retry");
-            tokio::time::sleep(pause).await;
+            tokio::time::sleep(jittered(pause)).await;
             pause *= 2;
         }
         unreachable!("the last attempt returns")
+    }
+
+    /// Whether the item now is exactly `landed` (a consistent read; a failed read says no).
+    async fn holds(&self, landed: &TaskRecord) -> bool {
+        matches!(
+            self.get(&landed.tenant, &landed.task_id).await,
+            Ok(Some(stored)) if stored == *landed
+        )
     }
 
     /// Queries one shard of an index, following continuation pages, until `out` holds `limit`
@@ -341,8 +369,14 @@ impl DynamoStore {
                     let Some(k) = item.get(ATTR_PK).and_then(|v| v.as_s().ok()).cloned() else {
                         continue;
                     };
-                    if let Ok(t) = from_item(item) {
-                        out.insert(k, t);
+                    match from_item(item) {
+                        Ok(t) => {
+                            out.insert(k, t);
+                        }
+                        // Skipped so that one bad item does not hide the tenant's others.
+                        Err(e) => {
+                            tracing::warn!(table = %self.table, error = %e, "dynamodb.undecodable_item");
+                        }
                     }
                 }
                 request = page
@@ -966,9 +1000,18 @@ fn is_condition_failed<E: ProvideErrorMetadata, R>(e: &SdkError<E, R>) -> bool {
     e.code() == Some("ConditionalCheckFailedException")
 }
 
-/// Attempts of one conditional write (the SDK's standard mode makes 3), and the first pause.
-const PUT_ATTEMPTS: u32 = 4;
-const PUT_RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// Attempts of one conditional write (the SDK's standard mode makes 3), and the first pause
+/// (doubled each time, with jitter: about 1.5 s in all).
+const PUT_ATTEMPTS: u32 = 5;
+const PUT_RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// `pause` plus up to half of it again, at random, so that writers throttled together do not
+/// retry together.
+fn jittered(pause: Duration) -> Duration {
+    let mut b = [0u8; 2];
+    let r = getrandom::fill(&mut b).map_or(0, |()| u16::from_le_bytes(b));
+    pause + pause.mul_f64(f64::from(r) / f64::from(u16::MAX) / 2.0)
+}
 
 /// What a conditional write expects to find, as a condition on the stored record.
 #[derive(Debug, Clone, Copy)]
@@ -989,26 +1032,41 @@ impl Prior {
     }
 }
 
-/// Whether a failed request may have been applied (or may succeed when tried again):
-/// timeouts, connection failures, unreadable answers, 5xx and throttling. A 4xx other than
-/// throttling is a definite refusal.
-fn outcome_unknown<E: ProvideErrorMetadata>(
+/// What a failed write request says about the write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// Refused for good (a 4xx other than throttling, or never sent): not applied, and trying
+    /// again would not help.
+    Refused,
+    /// Throttled: not applied; worth trying again after a pause.
+    Throttled,
+    /// Timeouts, connection failures, unreadable answers, 5xx: may or may not have been
+    /// applied (DynamoDB says so of a 500).
+    Unknown,
+}
+
+fn failure_kind<E: ProvideErrorMetadata>(
     e: &SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
-) -> bool {
+) -> Failure {
     match e {
-        SdkError::ConstructionFailure(_) => false,
+        SdkError::ConstructionFailure(_) => Failure::Refused,
         SdkError::ServiceError(se) => {
-            se.raw().status().as_u16() >= 500
-                || matches!(
-                    e.code(),
-                    Some(
-                        "ProvisionedThroughputExceededException"
-                            | "ThrottlingException"
-                            | "RequestLimitExceeded"
-                    )
+            if matches!(
+                e.code(),
+                Some(
+                    "ProvisionedThroughputExceededException"
+                        | "ThrottlingException"
+                        | "RequestLimitExceeded"
                 )
+            ) {
+                Failure::Throttled
+            } else if se.raw().status().as_u16() >= 500 {
+                Failure::Unknown
+            } else {
+                Failure::Refused
+            }
         }
-        _ => true,
+        _ => Failure::Unknown,
     }
 }
 

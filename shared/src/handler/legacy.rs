@@ -158,17 +158,11 @@ impl McpService {
             }
             "tasks/cancel" => {
                 let id = task_id_param(req)?;
-                let task = self.engine.get(tenant, &id).await?;
-                if task.status.is_terminal() {
-                    return Err(McpError::invalid_params(format!(
-                        "Task is already {}: it cannot be cancelled",
-                        task.status.as_str()
-                    )));
-                }
                 // 2025-11-25: the task is `cancelled` before the answer (a running job stops
-                // at its next check, within about half a second, and writes nothing more).
-                self.engine.cancel_at_once(tenant, &id).await?;
-                Ok(legacy_task(&self.engine.get(tenant, &id).await?))
+                // at its next check, within about half a second, and writes nothing more); a
+                // task that had already ended — also in a race with this call — is -32602.
+                let task = self.engine.cancel_at_once(tenant, &id).await?;
+                Ok(legacy_task(&task))
             }
             "tasks/result" => self.legacy_result(req, tenant).await,
             "tasks/list" => self.legacy_list(req, tenant).await,
