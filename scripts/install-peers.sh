@@ -1,94 +1,61 @@
 #!/usr/bin/env bash
-# Installs the pinned peer clients that scripts/peers.sh drives against the server, into
-# <repo>/.tools/peers (gitignored). Idempotent: does nothing for a peer already at its version.
-#   - TypeScript SDK 1.x client (legacy lane, 2025-11-25 experimental tasks): npm, run on the
-#     Node 22 that scripts/install-tools.sh installs.
-#   - Python SDK 2.x client (2026-07-28 synchronous calls, and its legacy mode): PyPI, in a venv.
-#   - fastmcp-tasks client (2026-07-28 tasks, SEP-2663): PyPI `fastmcp-tasks` + `fastmcp`, in a venv.
-#   - TypeScript SDK 2.x client (2026-07-28 with version negotiation) and its companion
-#     @modelcontextprotocol/ext-tasks (the 2.x client has no tasks support of its own): npm.
+# Installs the peer clients that scripts/peers.sh drives against the server, into
+# <repo>/.tools/peers (gitignored), from the lock files in tests/peers/lock — every package,
+# not only the top-level ones, at a fixed version, so a clean clone installs what CI tested:
+#   - ts-sdk1: @modelcontextprotocol/sdk 1.32.2 (TypeScript; legacy lane, 2025-11-25
+#     experimental tasks) — npm ci from ts-sdk1/package-lock.json; run on the Node 22 that
+#     scripts/install-tools.sh installs.
+#   - ts-client2: @modelcontextprotocol/client 2.4.0 (TypeScript; 2026-07-28 with version
+#     negotiation) and its companion @modelcontextprotocol/ext-tasks 0.2.2 (the 2.x client has
+#     no tasks support of its own) — npm ci from ts-client2/package-lock.json.
+#   - py-mcp2: mcp 2.3.0 (Python; 2026-07-28 synchronous calls, and its legacy mode) — a venv
+#     from py-mcp2.txt.
+#   - py-fastmcp: fastmcp-tasks 4.1.4 + fastmcp 4.1.4 (Python; 2026-07-28 tasks) — a venv from
+#     py-fastmcp.txt.
+# Idempotent: a peer whose installed lock file equals the repository's is left alone.
+#
+# To move a peer to another version: edit its package.json (npm; then
+# `npm install --package-lock-only` in its lock folder) or reinstall the venv with the new
+# top-level pin and `pip freeze` it into the .txt file.
 set -euo pipefail
 
-TS_SDK1_VERSION=1.32.2
-PY_MCP_VERSION=2.3.0
-FASTMCP_VERSION=4.1.4      # fastmcp-tasks and fastmcp are released in lockstep
-TS_CLIENT2_VERSION=2.4.0
-TS_EXT_TASKS_VERSION=0.2.2
-
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+lock="$root/tests/peers/lock"
 peers="$root/.tools/peers"
 node22="$root/.tools/bin/node22"
 [ -x "$node22" ] || bash "$root/scripts/install-tools.sh"
 
-# --- @modelcontextprotocol/sdk (TypeScript, 1.x) ------------------------------------------
-ts="$peers/ts-sdk1"
-ts_pkg="$ts/node_modules/@modelcontextprotocol/sdk/package.json"
-have="$([ -f "$ts_pkg" ] && "$node22" -p "require(process.argv[1]).version" "$ts_pkg" 2>/dev/null || true)"
-if [ "$have" = "$TS_SDK1_VERSION" ]; then
-  echo "install-peers: @modelcontextprotocol/sdk@$TS_SDK1_VERSION up to date"
-else
+# npm ci of tests/peers/lock/<name>/{package.json,package-lock.json} into .tools/peers/<name>.
+install_npm() {
+  local name="$1" src="$lock/$1" dir="$peers/$1"
+  if [ -d "$dir/node_modules" ] && cmp -s "$src/package-lock.json" "$dir/package-lock.json"; then
+    echo "install-peers: $name up to date"
+    return
+  fi
   command -v npm >/dev/null 2>&1 || { echo "install-peers: npm is required" >&2; exit 1; }
-  echo "install-peers: installing @modelcontextprotocol/sdk@$TS_SDK1_VERSION into $ts"
-  mkdir -p "$ts"
-  cat >"$ts/package.json" <<JSON
-{
-  "name": "mcp-tasks-peer-ts-sdk1",
-  "private": true,
-  "description": "Pinned peer for scripts/peers.sh; installed by scripts/install-peers.sh",
-  "dependencies": { "@modelcontextprotocol/sdk": "$TS_SDK1_VERSION" }
+  echo "install-peers: installing $name into $dir (npm ci)"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  cp "$src/package.json" "$src/package-lock.json" "$dir/"
+  npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
 }
-JSON
-  npm install --prefix "$ts" --no-package-lock --no-audit --no-fund --loglevel=error
-fi
 
-# --- mcp (Python, 2.x) ----------------------------------------------------------------------
-py="$peers/py-mcp2"
-have="$([ -x "$py/bin/python" ] && "$py/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))' 2>/dev/null || true)"
-if [ "$have" = "$PY_MCP_VERSION" ]; then
-  echo "install-peers: mcp==$PY_MCP_VERSION up to date"
-else
-  echo "install-peers: installing mcp==$PY_MCP_VERSION into $py"
-  rm -rf "$py"
-  python3 -m venv "$py"
-  "$py/bin/pip" install --quiet --disable-pip-version-check "mcp==$PY_MCP_VERSION"
-fi
-
-# --- fastmcp-tasks (Python) -----------------------------------------------------------------
-fm="$peers/py-fastmcp"
-have="$([ -x "$fm/bin/python" ] && "$fm/bin/python" -c 'import importlib.metadata as m; print(m.version("fastmcp-tasks"), m.version("fastmcp"))' 2>/dev/null || true)"
-if [ "$have" = "$FASTMCP_VERSION $FASTMCP_VERSION" ]; then
-  echo "install-peers: fastmcp-tasks==$FASTMCP_VERSION up to date"
-else
-  echo "install-peers: installing fastmcp-tasks==$FASTMCP_VERSION fastmcp==$FASTMCP_VERSION into $fm"
-  rm -rf "$fm"
-  python3 -m venv "$fm"
-  "$fm/bin/pip" install --quiet --disable-pip-version-check \
-    "fastmcp-tasks==$FASTMCP_VERSION" "fastmcp==$FASTMCP_VERSION"
-fi
-
-# --- @modelcontextprotocol/client (TypeScript, 2.x) + @modelcontextprotocol/ext-tasks --------
-ts2="$peers/ts-client2"
-ts2_mods="$ts2/node_modules/@modelcontextprotocol"
-have="$( { [ -f "$ts2_mods/client/package.json" ] && [ -f "$ts2_mods/ext-tasks/package.json" ] &&
-  "$node22" -p 'process.argv.slice(1).map((p) => require(p).version).join(" ")' \
-    "$ts2_mods/client/package.json" "$ts2_mods/ext-tasks/package.json"; } 2>/dev/null || true)"
-if [ "$have" = "$TS_CLIENT2_VERSION $TS_EXT_TASKS_VERSION" ]; then
-  echo "install-peers: @modelcontextprotocol/client@$TS_CLIENT2_VERSION + ext-tasks@$TS_EXT_TASKS_VERSION up to date"
-else
-  command -v npm >/dev/null 2>&1 || { echo "install-peers: npm is required" >&2; exit 1; }
-  echo "install-peers: installing @modelcontextprotocol/client@$TS_CLIENT2_VERSION + ext-tasks@$TS_EXT_TASKS_VERSION into $ts2"
-  rm -rf "$ts2"
-  mkdir -p "$ts2"
-  cat >"$ts2/package.json" <<JSON
-{
-  "name": "mcp-tasks-peer-ts-client2",
-  "private": true,
-  "description": "Pinned peer for scripts/peers.sh; installed by scripts/install-peers.sh",
-  "dependencies": {
-    "@modelcontextprotocol/client": "$TS_CLIENT2_VERSION",
-    "@modelcontextprotocol/ext-tasks": "$TS_EXT_TASKS_VERSION"
-  }
+# A venv at .tools/peers/<name> with exactly tests/peers/lock/<name>.txt.
+install_pip() {
+  local name="$1" src="$lock/$1.txt" dir="$peers/$1"
+  if [ -x "$dir/bin/python" ] && cmp -s "$src" "$dir/requirements.lock"; then
+    echo "install-peers: $name up to date"
+    return
+  fi
+  echo "install-peers: installing $name into $dir (pip, $(wc -l <"$src") pinned packages)"
+  rm -rf "$dir"
+  python3 -m venv "$dir"
+  "$dir/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$src"
+  "$dir/bin/pip" check --disable-pip-version-check >/dev/null
+  cp "$src" "$dir/requirements.lock"
 }
-JSON
-  npm install --prefix "$ts2" --no-package-lock --no-audit --no-fund --loglevel=error
-fi
+
+install_npm ts-sdk1
+install_pip py-mcp2
+install_pip py-fastmcp
+install_npm ts-client2
