@@ -8,6 +8,8 @@
 //! doubling. The defaults are the quick CI versions; `scripts/soak.sh` runs long versions by
 //! raising the `FAULTS_*` counts read below.
 
+#[path = "../shared/tests/common/mod.rs"]
+mod common;
 mod support;
 
 use std::collections::BTreeMap;
@@ -40,34 +42,9 @@ fn steps_scale() -> u64 {
     knob("FAULTS_STEPS_SCALE", 1).max(1)
 }
 
-/// A small deterministic generator (xorshift64*); the seed is printed so a run can be
-/// replayed with `FAULTS_SEED`.
-struct Rng(u64);
-
-impl Rng {
-    fn new(test: &str) -> Self {
-        let seed = knob(
-            "FAULTS_SEED",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64,
-        );
-        println!("{test}: FAULTS_SEED={seed}");
-        Rng(seed | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// Uniform in `lo..=hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
-    }
+/// The test's generator; `FAULTS_SEED` replays a run (the seed is printed).
+fn rng(test: &str) -> common::Rng {
+    common::Rng::new("FAULTS_SEED", test)
 }
 
 /// A running `mcp-tasks serve`, optionally with `MCP_TASKS_FAULTS`.
@@ -138,7 +115,7 @@ async fn start_chain(c: &Client, seed: String, steps: u64, pace_ms: u64) -> Chai
 
 /// Seeds come from a small set so the expected digests (as costly as the jobs) are computed
 /// once per (seed, rounds); distinct seeds still catch a task resuming from another's chain.
-fn seed(rng: &mut Rng) -> String {
+fn seed(rng: &mut common::Rng) -> String {
     format!("faults-{}", rng.range(0, 3))
 }
 
@@ -229,7 +206,7 @@ async fn kill_restart_cycles_lose_and_double_nothing() {
     // Kills come faster than the worker's give-up limit (5 dead runs) expects; lift it, so
     // this tests resumption rather than the poison-job guard.
     let spec = "max-interruptions=1000";
-    let mut rng = Rng::new("kill_restart");
+    let mut rng = rng("kill_restart");
     let dir = tempfile::tempdir().unwrap();
     let mut chains = Vec::new();
     let mut logs = String::new();
@@ -282,7 +259,7 @@ async fn aborts_right_after_checkpoints_lose_and_double_nothing() {
     // Every abort interrupts every running job; lift the give-up limit (5 dead runs) so a
     // long soak tests resumption rather than the poison-job guard.
     let spec = format!("crash-after-checkpoints={after},max-interruptions=1000");
-    let mut rng = Rng::new("crash_points");
+    let mut rng = rng("crash_points");
     let dir = tempfile::tempdir().unwrap();
     let mut chains = Vec::new();
     let mut logs = String::new();
@@ -347,7 +324,7 @@ async fn aborts_right_after_checkpoints_lose_and_double_nothing() {
 async fn duplicate_delivery_completes_each_task_once() {
     let _serial = SERIAL.lock().await;
     let m = knob("FAULTS_DUP_TASKS", 8);
-    let mut rng = Rng::new("duplicate_delivery");
+    let mut rng = rng("duplicate_delivery");
     let dir = tempfile::tempdir().unwrap();
     let mut chains = Vec::new();
     let mut logs = String::new();
@@ -415,7 +392,7 @@ async fn cancel_racing_completion_ends_in_one_stable_state() {
     let _serial = SERIAL.lock().await;
     let trials = knob("FAULTS_CANCEL_TRIALS", 40);
     let parallel = knob("FAULTS_CANCEL_PARALLEL", 10).max(1);
-    let mut rng = Rng::new("cancel_race");
+    let mut rng = rng("cancel_race");
     // Duplicate delivery on too: a late copy must not revive a cancelled task.
     let dir = tempfile::tempdir().unwrap();
     let p = start(

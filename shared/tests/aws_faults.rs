@@ -99,35 +99,9 @@ fn scale() -> usize {
         .max(1)
 }
 
-/// xorshift64*, seeded from `AWS_FAULT_SEED` or the clock; the seed is printed.
-struct Rng(u64);
-
-impl Rng {
-    fn new(suite: &str) -> Self {
-        let seed = std::env::var("AWS_FAULT_SEED")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap_or_default()
-                    .as_nanos() as u64
-            });
-        println!("aws_faults {suite}: AWS_FAULT_SEED={seed}");
-        Rng(seed | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// Uniform in `lo..=hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
-    }
+/// The suite's generator, seeded from `AWS_FAULT_SEED` or the clock (the seed is printed).
+fn rng(suite: &str) -> common::Rng {
+    common::Rng::new("AWS_FAULT_SEED", &format!("aws_faults {suite}"))
 }
 
 // ── the counting tool ──
@@ -678,7 +652,7 @@ struct Crash {
     busy: Mutex<std::collections::HashSet<String>>,
     /// Per task, the stored checkpoint after each kill.
     kills: Mutex<HashMap<String, Vec<u64>>>,
-    rng: Mutex<Rng>,
+    rng: Mutex<common::Rng>,
 }
 
 impl Traffic {
@@ -985,7 +959,7 @@ async fn duplicate_delivery_runs_each_job_once() {
     let Some(rig) = rig("dup").await else {
         return;
     };
-    let mut rng = Rng::new("duplicate_delivery");
+    let mut rng = rng("duplicate_delivery");
     let twice: Arc<dyn WorkQueue> = Arc::new(Twice(rig.queue.clone()));
     let engine = rig.engine(twice.clone());
     // A long lease: overlapping runs can only come from a broken lease, never from one that
@@ -1061,7 +1035,7 @@ async fn a_killed_run_resumes_from_its_checkpoint_and_completes_once() {
     let Some(rig) = rig("crash").await else {
         return;
     };
-    let rng = Rng::new("crash_mid_job");
+    let rng = rng("crash_mid_job");
     let engine = rig.engine(rig.queue.clone());
     // Leases are wall-clock: long enough that a slow emulator never lets one lapse under a
     // live run, short enough that a dead run's lapses within a crash cycle.
@@ -1150,7 +1124,7 @@ async fn cancel_racing_completion_ends_in_one_stable_state() {
     let Some(rig) = rig("cancel").await else {
         return;
     };
-    let mut rng = Rng::new("cancel_race");
+    let mut rng = rng("cancel_race");
     // The start messages go to SQS and stay there: each trial delivers its own message.
     let engine = rig.engine(rig.queue.clone());
     let worker = rig.worker(rig.queue.clone(), {
@@ -1296,7 +1270,7 @@ async fn the_sweep_recovers_tasks_without_a_message() {
     let Some(rig) = rig("sweep").await else {
         return;
     };
-    let mut rng = Rng::new("enqueue_crash");
+    let mut rng = rng("enqueue_crash");
     // Every send fails: `create_task` stores the task, logs the failed send and answers.
     let engine = rig.engine(Arc::new(Down));
     let lease = Duration::from_secs(2);
@@ -1414,7 +1388,7 @@ async fn a_retried_update_has_one_effect() {
     let Some(rig) = rig("update").await else {
         return;
     };
-    let _rng = Rng::new("update_retry");
+    let _rng = rng("update_retry");
     let engine = rig.engine(rig.queue.clone());
     let settings = settings(Duration::from_secs(10));
     let workers = [
@@ -1596,7 +1570,7 @@ async fn the_lambda_worker_handler_completes_duplicated_work_once() {
     let Some(rig) = rig("lambda").await else {
         return;
     };
-    let mut rng = Rng::new("lambda_handler");
+    let mut rng = rng("lambda_handler");
     let twice: Arc<dyn WorkQueue> = Arc::new(Twice(rig.queue.clone()));
     let engine = rig.engine(twice.clone());
     let config = Config::from_lookup(Role::Worker, |k| match k {

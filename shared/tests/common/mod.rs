@@ -68,3 +68,36 @@ pub fn unique(prefix: &str) -> String {
         .as_nanos();
     format!("{prefix}-{}-{nanos}", std::process::id())
 }
+
+/// A small deterministic generator (xorshift64*) for fault tests. Seeded from the variable
+/// `seed_var` when set (to replay a run), else from the clock; the seed is printed with
+/// `label` so any run can be replayed.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed_var: &str, label: &str) -> Self {
+        let seed = std::env::var(seed_var)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_nanos() as u64
+            });
+        println!("{label}: {seed_var}={seed}");
+        Rng(seed | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+}
