@@ -10,6 +10,18 @@ stage() {
   printf '\n==> %s\n' "$*"
 }
 
+# Disk is the scarce resource on CI machines (a run once died in pip with ENOSPC). Incremental
+# compilation only pays off for repeated edits, never in a one-shot run, and its cache is a third
+# of the build's size; pip's and npm's download caches are not needed twice either.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}" PIP_NO_CACHE_DIR=1
+# What a run from a clean clone writes (target/ + .tools/): the last line below, measured so.
+need_gb=6
+free_gb=$(( $(df -Pk . | awk 'NR==2 {print $4}') / 1024 / 1024 ))
+printf 'disk: %s GB free here; a run from a clean clone writes about %s GB\n' "$free_gb" "$need_gb"
+if (( free_gb < need_gb )); then
+  printf 'WARNING: less free disk than a clean run needs; it may fail with "No space left on device"\n' >&2
+fi
+
 stage "tools (scripts/install-tools.sh)"
 bash scripts/install-tools.sh
 
@@ -42,3 +54,5 @@ stage "peers (scripts/peers.sh: the official SDK clients against the local serve
 bash scripts/peers.sh
 
 stage "all checks passed"
+printf 'disk: target/ %s, .tools/ %s, %s GB still free\n' "$(du -sh target | cut -f1)" \
+  "$(du -sh .tools | cut -f1)" "$(( $(df -Pk . | awk 'NR==2 {print $4}') / 1024 / 1024 ))"
