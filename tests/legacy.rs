@@ -267,6 +267,77 @@ async fn tools_list_and_synchronous_calls() {
 }
 
 #[tokio::test]
+async fn inline_calls_stream_progress_to_clients_that_ask() {
+    let dir = data_dir();
+    let s = Server::start(dir.path(), &[]);
+    let c = s.client();
+    let call = |token: Value| json!({"name": "wait", "arguments": {"seconds": 2.5}, "_meta": {"progressToken": token}});
+    // A progress token and SSE accepted: notifications/progress on the POST's stream (2025
+    // shape: token, progress, total, message), then the response, in that order.
+    for token in [json!("lp-1"), json!(7)] {
+        let a = c.legacy_send(V25, "tools/call", call(token.clone())).await;
+        assert_eq!(a.status, 200, "{}", a.text);
+        assert!(a.content_type.starts_with("text/event-stream"), "{a:?}");
+        let messages = a.sse_messages();
+        let (last, progress) = messages.split_last().expect("an answer");
+        assert!(progress.len() >= 2, "{messages:?}");
+        let mut before = 0.0;
+        for n in progress {
+            assert_eq!(n["jsonrpc"], "2.0");
+            assert_eq!(n["method"], "notifications/progress", "{n}");
+            assert!(n.get("id").is_none(), "{n}");
+            assert_eq!(n["params"]["progressToken"], token, "{n}");
+            let p = n["params"]["progress"].as_f64().unwrap();
+            assert!(p > before, "progress must increase: {messages:?}");
+            before = p;
+            assert_eq!(n["params"]["total"], 2500.0, "{n}");
+            assert!(n["params"]["message"].is_string(), "{n}");
+        }
+        assert!(last.get("error").is_none(), "{last}");
+        let r = &last["result"];
+        assert_eq!(r["content"][0]["text"], "Waited 2.5 s.", "{last}");
+        assert!(r.get("resultType").is_none(), "{r}");
+    }
+    // Without SSE in Accept, or without a token: one JSON answer.
+    let a = c
+        .legacy_send_accepting(V25, "tools/call", call(json!("t")), "application/json")
+        .await;
+    assert_eq!(ok(&a)["content"][0]["text"], "Waited 2.5 s.");
+    let a = c
+        .legacy_send(
+            V25,
+            "tools/call",
+            json!({"name": "wait", "arguments": {"seconds": 1.5}}),
+        )
+        .await;
+    assert_eq!(ok(&a)["content"][0]["text"], "Waited 1.5 s.");
+    // An error before any progress keeps the plain JSON answer (HTTP 200 in this lane).
+    let e = err(&c
+        .legacy_send(
+            V25,
+            "tools/call",
+            json!({"name": "wait", "arguments": {"seconds": -1}, "_meta": {"progressToken": 1}}),
+        )
+        .await);
+    assert_eq!(e["code"], -32602, "{e}");
+    // A token that is neither a string nor an integer is refused before anything runs.
+    for bad in [json!({"a": 1}), json!(1.5), json!(true)] {
+        let e = err(&c
+            .legacy_send(
+                V25,
+                "tools/call",
+                json!({"name": "wait", "arguments": {"seconds": 0}, "_meta": {"progressToken": bad}}),
+            )
+            .await);
+        assert_eq!(e["code"], -32602, "{e}");
+        assert!(
+            e["message"].as_str().unwrap().contains("progressToken"),
+            "{e}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn experimental_tasks_run_on_the_same_engine() {
     let dir = data_dir();
     let s = Server::start(dir.path(), &[]);

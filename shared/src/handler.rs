@@ -132,6 +132,14 @@ impl Reply {
 }
 
 /// How a `tools/call` ends, before it becomes a response.
+/// The tool, caller and arguments of one inline run.
+struct InlineRun<'a> {
+    tool: Arc<dyn Tool>,
+    tenant: &'a str,
+    name: &'a str,
+    arguments: Value,
+}
+
 enum CallOutcome {
     /// A result map (CallToolResult, InputRequiredResult or CreateTaskResult).
     Result(Map<String, Value>),
@@ -277,10 +285,10 @@ impl McpService {
         };
         // Clients that do not speak 2026-07-28 (no `_meta` envelope, a 2025 or no version
         // header) are served by the legacy lane; everything else is untouched.
-        if legacy::is_legacy(&request, &req.headers) {
-            return self.legacy(&request, &tenant).await;
-        }
         let sse_ok = accepts_sse(&req.headers);
+        if legacy::is_legacy(&request, &req.headers) {
+            return self.legacy(&request, &tenant, sse_ok).await;
+        }
         match self.dispatch(&request, &req.headers, &tenant, sse_ok).await {
             Ok(reply) => reply,
             Err(e) => {
@@ -581,30 +589,44 @@ impl McpService {
                 let outcome = self.run_inline(&tool, ctx, tenant, name, &arguments).await;
                 Ok(self.respond(&req.id, outcome))
             }
-            true => Ok(self
-                .stream_inline(req, tool, make_ctx, &meta, tenant, name, arguments.clone())
-                .await),
+            true => {
+                let token = meta.progress_token.clone().unwrap_or(Value::Null);
+                let run = InlineRun {
+                    tool,
+                    tenant,
+                    name,
+                    arguments: arguments.clone(),
+                };
+                match self.stream_inline(req, run, make_ctx, token, |o| o).await {
+                    Ok(reply) => Ok(reply),
+                    Err(outcome) => Ok(self.respond(&req.id, outcome)),
+                }
+            }
         }
     }
 
-    /// Runs an inline call whose client asked for progress. Nothing is committed to the
-    /// client until the first event: a call that ends before reporting progress (an error
-    /// above all, whose HTTP status the transport pins) is answered as plain JSON; otherwise
-    /// the answer is an SSE stream of `notifications/progress`, then the response.
-    #[allow(clippy::too_many_arguments)]
+    /// Runs an inline call whose client asked for progress (both lanes). Nothing is committed
+    /// to the client until the first event: a call that ends before reporting progress (an
+    /// error above all, whose HTTP status the transport pins) comes back as `Err(outcome)`
+    /// for the caller to answer as plain JSON; otherwise the answer is an SSE stream of
+    /// `notifications/progress`, then the response. `finish` maps the run's outcome to the
+    /// answer (the legacy lane reshapes some), on either path.
     async fn stream_inline(
         self: &Arc<Self>,
         req: &Request,
-        tool: Arc<dyn Tool>,
+        run: InlineRun<'_>,
         make_ctx: impl FnOnce(ProgressSink) -> JobContext,
-        meta: &RequestMeta,
-        tenant: &str,
-        name: &str,
-        arguments: Value,
-    ) -> Reply {
+        token: Value,
+        finish: impl FnOnce(CallOutcome) -> CallOutcome + Send + 'static,
+    ) -> Result<Reply, CallOutcome> {
+        let InlineRun {
+            tool,
+            tenant,
+            name,
+            arguments,
+        } = run;
         let (progress_tx, mut progress_rx) = mpsc::channel::<Value>(64);
         let (mut final_tx, mut final_rx) = oneshot::channel::<CallOutcome>();
-        let token = meta.progress_token.clone().unwrap_or(Value::Null);
         let sink = ProgressSink::streaming(move |p| {
             let mut params = json!({"progressToken": token, "progress": p.progress});
             if let Some(t) = p.total {
@@ -629,7 +651,7 @@ impl McpService {
                 _ = final_tx.closed() => None,
             };
             if let Some(o) = outcome {
-                let _ = final_tx.send(o);
+                let _ = final_tx.send(finish(o));
             }
         });
         let first = tokio::select! {
@@ -641,11 +663,11 @@ impl McpService {
             Ok(Some(p)) => p,
             // The run ended (dropping its progress sender) before its outcome arrived.
             Ok(None) => match final_rx.await {
-                Ok(outcome) => return self.respond(&req.id, outcome),
-                Err(_) => return Reply::error(Some(&req.id), &McpError::internal()),
+                Ok(outcome) => return Err(outcome),
+                Err(_) => return Err(CallOutcome::Error(McpError::internal())),
             },
-            Err(Ok(outcome)) => return self.respond(&req.id, outcome),
-            Err(Err(_)) => return Reply::error(Some(&req.id), &McpError::internal()),
+            Err(Ok(outcome)) => return Err(outcome),
+            Err(Err(_)) => return Err(CallOutcome::Error(McpError::internal())),
         };
         let (out_tx, out_rx) = mpsc::channel::<Value>(64);
         let id = req.id.clone();
@@ -677,11 +699,11 @@ impl McpService {
             };
             let _ = out_tx.send(msg).await;
         });
-        Reply {
+        Ok(Reply {
             status: 200,
             headers: vec![("x-accel-buffering", "no".into())],
             body: ReplyBody::Sse(out_rx),
-        }
+        })
     }
 
     fn respond(&self, id: &Value, outcome: CallOutcome) -> Reply {

@@ -51,6 +51,16 @@ check(support.hash_chain === 'optional' && support.lint_json === 'forbidden' && 
 const sync = await client.callTool({ name: 'hash_chain', arguments: { seed: 'peer', rounds: 5000 } });
 check(sync.structuredContent?.digest === hashChain('peer', 5000), 'tools/call: synchronous answer', sync);
 
+// A synchronous call with onprogress: the SDK sends _meta.progressToken and gets the
+// notifications/progress on the POST's SSE stream before the answer.
+const progress = [];
+const waited = await client.callTool({ name: 'wait', arguments: { seconds: 2.5 } }, undefined, {
+  onprogress: (p) => progress.push(p),
+});
+check(waited.content?.[0]?.text === 'Waited 2.5 s.', 'tools/call with onprogress: answer', waited);
+check(progress.length >= 2 && progress.every((p, i) => p.total === 2500 && (i === 0 || p.progress > progress[i - 1].progress)),
+  'tools/call with onprogress: increasing progress notifications', progress);
+
 const lint = await client.callTool({ name: 'lint_json', arguments: { text: '{nope' } });
 check(lint.isError === true, 'tools/call: tool error is isError', lint);
 

@@ -228,13 +228,30 @@ impl Client {
     /// against the 2026-07-28 schema (it is a 2025 answer); tests/legacy.rs checks the 2025-11-25
     /// shapes by hand.
     pub async fn legacy_send(&self, version: Option<&str>, method: &str, params: Value) -> Answer {
+        self.legacy_send_accepting(
+            version,
+            method,
+            params,
+            "application/json, text/event-stream",
+        )
+        .await
+    }
+
+    /// [`Client::legacy_send`] with the given `Accept` header.
+    pub async fn legacy_send_accepting(
+        &self,
+        version: Option<&str>,
+        method: &str,
+        params: Value,
+        accept: &str,
+    ) -> Answer {
         let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let mut rb = self
             .http
             .post(&self.url)
             .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
+            .header("accept", accept)
             .body(serde_json::to_vec(&body).unwrap());
         if let Some(v) = version {
             rb = rb.header("mcp-protocol-version", v);

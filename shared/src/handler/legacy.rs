@@ -12,7 +12,9 @@
 //!   an id the server sent). Any instance can serve any later request.
 //! - `GET` on the endpoint stays `405` (handled before this module): 2025-11-25 lets a server
 //!   without a standalone SSE stream answer 405, and this server never sends server→client
-//!   requests or unsolicited notifications.
+//!   requests or unsolicited notifications. The only notifications it sends are the
+//!   `notifications/progress` of an inline call that asked for them (`_meta.progressToken`,
+//!   SSE accepted), on that call's own POST stream, as the 2026 lane does.
 //! - JSON-RPC errors are sent with HTTP 200: in 2025 transports a 404 means "session
 //!   expired, initialize again" and the SDK clients turn any non-2xx into a transport error
 //!   that hides the JSON-RPC code.
@@ -28,12 +30,14 @@
 //!   server→client requests, so tools that need elicitation are refused as they are for a
 //!   2026 client that does not declare it.
 
+use std::sync::Arc;
+
 use http::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::{CallOutcome, McpService, Reply};
 use crate::jobs::{JobContext, ProgressSink};
-use crate::protocol::envelope::Request;
+use crate::protocol::envelope::{self, Request};
 use crate::protocol::{McpError, failure, meta, success};
 use crate::task::{TaskRecord, TaskStatus};
 use crate::tools::{Policy, Preflight};
@@ -117,14 +121,16 @@ fn strip(mut m: Map<String, Value>) -> Map<String, Value> {
 
 impl McpService {
     /// Serves one legacy request. Errors are JSON-RPC errors with HTTP 200.
-    pub(super) async fn legacy(&self, req: &Request, tenant: &str) -> Reply {
-        let outcome = match self.legacy_dispatch(req, tenant).await {
-            Ok(m) => CallOutcome::Result(m),
-            Err(e) => CallOutcome::Error(e),
-        };
-        match outcome {
-            CallOutcome::Result(m) => Reply::json(200, success(&req.id, m)),
-            CallOutcome::Error(e) => {
+    pub(super) async fn legacy(
+        self: &Arc<Self>,
+        req: &Request,
+        tenant: &str,
+        sse_ok: bool,
+    ) -> Reply {
+        match self.legacy_dispatch(req, tenant, sse_ok).await {
+            Ok(Answer::Json(m)) => Reply::json(200, success(&req.id, m)),
+            Ok(Answer::Stream(reply)) => reply,
+            Err(e) => {
                 if e.error.code == crate::protocol::INTERNAL_ERROR {
                     tracing::warn!(method = %req.method, "legacy request failed with an internal error");
                 }
@@ -134,40 +140,38 @@ impl McpService {
     }
 
     async fn legacy_dispatch(
-        &self,
+        self: &Arc<Self>,
         req: &Request,
         tenant: &str,
-    ) -> Result<Map<String, Value>, McpError> {
+        sse_ok: bool,
+    ) -> Result<Answer, McpError> {
         let method = req.method.as_str();
         if self.config.tasks_only && !method.starts_with("tasks/") {
             return Err(McpError::method_not_found(method));
         }
-        match method {
-            "initialize" => Ok(self.legacy_initialize(req)),
-            "ping" => Ok(Map::new()),
+        let result = match method {
+            "initialize" => self.legacy_initialize(req),
+            "ping" => Map::new(),
             "tools/list" => {
                 if req.params.get("cursor").is_some_and(|c| !c.is_null()) {
                     return Err(McpError::invalid_params("Unknown cursor"));
                 }
-                Ok(self.legacy_tools_list())
+                self.legacy_tools_list()
             }
-            "tools/call" => self.legacy_call(req, tenant).await,
-            "tasks/get" => {
-                let task = self.engine.get(tenant, &task_id_param(req)?).await?;
-                Ok(legacy_task(&task))
-            }
+            "tools/call" => return self.legacy_call(req, tenant, sse_ok).await,
+            "tasks/get" => legacy_task(&self.engine.get(tenant, &task_id_param(req)?).await?),
             "tasks/cancel" => {
                 let id = task_id_param(req)?;
                 // 2025-11-25: the task is `cancelled` before the answer (a running job stops
                 // at its next check, within about half a second, and writes nothing more); a
                 // task that had already ended — also in a race with this call — is -32602.
-                let task = self.engine.cancel_at_once(tenant, &id).await?;
-                Ok(legacy_task(&task))
+                legacy_task(&self.engine.cancel_at_once(tenant, &id).await?)
             }
-            "tasks/result" => self.legacy_result(req, tenant).await,
-            "tasks/list" => self.legacy_list(req, tenant).await,
-            _ => Err(McpError::method_not_found(method)),
-        }
+            "tasks/result" => self.legacy_result(req, tenant).await?,
+            "tasks/list" => self.legacy_list(req, tenant).await?,
+            _ => return Err(McpError::method_not_found(method)),
+        };
+        Ok(Answer::Json(result))
     }
 
     fn legacy_initialize(&self, req: &Request) -> Map<String, Value> {
@@ -227,10 +231,11 @@ impl McpService {
     }
 
     async fn legacy_call(
-        &self,
+        self: &Arc<Self>,
         req: &Request,
         tenant: &str,
-    ) -> Result<Map<String, Value>, McpError> {
+        sse_ok: bool,
+    ) -> Result<Answer, McpError> {
         let name = match req.params.get("name") {
             Some(Value::String(n)) => n.clone(),
             _ => return Err(McpError::invalid_params("params.name must be a string")),
@@ -255,15 +260,20 @@ impl McpService {
             Some(Value::Object(_)) => true,
             Some(_) => return Err(McpError::invalid_params("params.task must be an object")),
         };
+        let progress_token =
+            envelope::progress_token(req.params.get("_meta").and_then(|m| m.get("progressToken")))
+                .map_err(McpError::invalid_params)?;
         let policy = tool.def().policy;
         let caps = json!({});
-        let ctx = JobContext::new(
-            arguments.clone(),
-            Value::Null,
-            Map::new(),
-            caps.clone(),
-            ProgressSink::latest_only(),
-        );
+        let make_ctx = |sink: ProgressSink| {
+            JobContext::new(
+                arguments.clone(),
+                Value::Null,
+                Map::new(),
+                caps.clone(),
+                sink,
+            )
+        };
         match (policy, as_task) {
             // 2025-11-25: a task-augmented call to a tool that forbids tasks, or a plain call
             // to one that requires them, is -32601.
@@ -278,10 +288,11 @@ impl McpService {
                 ),
             )),
             (_, true) => {
+                let ctx = make_ctx(ProgressSink::latest_only());
                 let checkpoint = match tool.preflight(&ctx).await {
                     Ok(Preflight::Proceed(cp)) => cp,
                     Ok(Preflight::NeedInput(_)) => return Err(needs_input(&name)),
-                    Err(e) => return self.legacy_job_error(e),
+                    Err(e) => return self.legacy_job_error(e).map(Answer::Json),
                 };
                 let task = self
                     .engine
@@ -289,35 +300,31 @@ impl McpService {
                     .await?;
                 let mut m = Map::new();
                 m.insert("task".into(), Value::Object(legacy_task(&task)));
-                Ok(m)
+                Ok(Answer::Json(m))
+            }
+            // A client that asked for progress and takes SSE gets its `notifications/progress`
+            // on the POST's stream, as on the 2026 lane.
+            (_, false) if progress_token.is_some() && sse_ok => {
+                let token = progress_token.unwrap_or(Value::Null);
+                let run = super::InlineRun {
+                    tool,
+                    tenant,
+                    name: &name,
+                    arguments: arguments.clone(),
+                };
+                let finished = name.clone();
+                let finish = move |o| inline_answer(&finished, policy, o);
+                match self.stream_inline(req, run, make_ctx, token, finish).await {
+                    Ok(reply) => Ok(Answer::Stream(reply)),
+                    Err(CallOutcome::Result(m)) => Ok(Answer::Json(m)),
+                    Err(CallOutcome::Error(e)) => Err(e),
+                }
             }
             (_, false) => {
-                match self.run_inline(&tool, ctx, tenant, &name, &arguments).await {
-                    CallOutcome::Result(m)
-                        if m.get("resultType").and_then(Value::as_str)
-                            == Some("input_required") =>
-                    {
-                        Err(needs_input(&name))
-                    }
-                    CallOutcome::Result(m) => Ok(strip(m)),
-                    CallOutcome::Error(mut e)
-                        if e.error.code == crate::protocol::MISSING_CAPABILITY
-                            && policy == Policy::Optional
-                            && e.error.data.as_ref().is_some_and(|d| {
-                                crate::protocol::declares_tasks(&d["requiredCapabilities"])
-                            }) =>
-                    {
-                        // The synchronous budget ran out: the 2026 answer names the tasks
-                        // extension, a legacy client needs to hear about params.task.
-                        e.error.data = None;
-                        Err(with_message(
-                            e,
-                            format!(
-                                "Tool {name} needs longer than the synchronous budget: call \
-                                 it as a task (params.task)"
-                            ),
-                        ))
-                    }
+                let ctx = make_ctx(ProgressSink::latest_only());
+                let outcome = self.run_inline(&tool, ctx, tenant, &name, &arguments).await;
+                match inline_answer(&name, policy, outcome) {
+                    CallOutcome::Result(m) => Ok(Answer::Json(m)),
                     CallOutcome::Error(e) => Err(e),
                 }
             }
@@ -455,6 +462,45 @@ fn cursor_position(cursor: &str) -> Option<String> {
     crate::task::is_valid_task_id(id).then(|| id.to_owned())
 }
 
+/// What the lane answers a request with.
+enum Answer {
+    /// A result, sent as one JSON response.
+    Json(Map<String, Value>),
+    /// An inline call's SSE stream of progress, then its response.
+    Stream(Reply),
+}
+
+/// A legacy inline call's answer from the run's outcome: no `resultType`, no input rounds
+/// (the lane cannot ask the user), and a run that outgrew the synchronous budget points at
+/// `params.task` instead of the 2026 tasks extension.
+fn inline_answer(name: &str, policy: Policy, outcome: CallOutcome) -> CallOutcome {
+    match outcome {
+        CallOutcome::Result(m)
+            if m.get("resultType").and_then(Value::as_str) == Some("input_required") =>
+        {
+            CallOutcome::Error(needs_input(name))
+        }
+        CallOutcome::Result(m) => CallOutcome::Result(strip(m)),
+        CallOutcome::Error(mut e)
+            if e.error.code == crate::protocol::MISSING_CAPABILITY
+                && policy == Policy::Optional
+                && e.error.data.as_ref().is_some_and(|d| {
+                    crate::protocol::declares_tasks(&d["requiredCapabilities"])
+                }) =>
+        {
+            e.error.data = None;
+            CallOutcome::Error(with_message(
+                e,
+                format!(
+                    "Tool {name} needs longer than the synchronous budget: call it as a task \
+                     (params.task)"
+                ),
+            ))
+        }
+        CallOutcome::Error(e) => CallOutcome::Error(e),
+    }
+}
+
 fn needs_input(name: &str) -> McpError {
     McpError::missing_capability(
         format!(
@@ -473,4 +519,111 @@ fn with_message(mut e: McpError, message: String) -> McpError {
 fn with_data(mut e: McpError, data: Value) -> McpError {
     e.error.data = Some(data);
     e
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use http::{HeaderValue, Method};
+
+    use super::*;
+    use crate::engine::{Engine, TaskSettings};
+    use crate::handler::{HttpRequest, ReplyBody, ServiceConfig};
+    use crate::protocol::state::StateSealer;
+    use crate::queue::LocalQueue;
+    use crate::store::memory::MemoryStore;
+    use crate::tools::Registry;
+    use crate::tools::builtin::builtin_tools;
+
+    /// A service whose synchronous budget is `budget`; nobody runs queued jobs.
+    fn service(budget: Duration) -> Arc<McpService> {
+        let (queue, rx) = LocalQueue::new();
+        std::mem::forget(rx);
+        let engine = Engine::new(
+            Arc::new(MemoryStore::new()),
+            Arc::new(queue),
+            TaskSettings::default(),
+        );
+        let config = ServiceConfig {
+            sync_budget: budget,
+            ..ServiceConfig::default()
+        };
+        Arc::new(McpService::new(
+            config,
+            engine,
+            Arc::new(Registry::new(builtin_tools())),
+            StateSealer::random(),
+        ))
+    }
+
+    /// A 2025-11-25 `tools/call` of `wait` asking for progress, accepting SSE.
+    fn wait_call(seconds: f64) -> HttpRequest {
+        let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+            "name": "wait", "arguments": {"seconds": seconds}, "_meta": {"progressToken": "t"}}});
+        let mut headers = HeaderMap::new();
+        headers.insert("content-type", HeaderValue::from_static("application/json"));
+        headers.insert(
+            "accept",
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        headers.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static("2025-11-25"),
+        );
+        HttpRequest {
+            method: Method::POST,
+            path: "/mcp".into(),
+            headers,
+            body: Bytes::from(serde_json::to_vec(&body).unwrap()),
+        }
+    }
+
+    /// The legacy reshaping of a run that outgrew the budget: it points at `params.task`,
+    /// never at the 2026 extension (whose name a 2025 client cannot act on).
+    fn assert_budget_error(msg: &Value) {
+        assert_eq!(msg["id"], 9, "{msg}");
+        let e = &msg["error"];
+        assert_eq!(e["code"], -32021, "{msg}");
+        assert!(
+            e["message"].as_str().unwrap().contains("params.task"),
+            "{msg}"
+        );
+        assert!(e.get("data").is_none(), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn a_budget_overrun_before_any_progress_is_plain_json() {
+        let reply = service(Duration::from_millis(200))
+            .handle(wait_call(5.0))
+            .await;
+        assert_eq!(reply.status, 200);
+        match reply.body {
+            ReplyBody::Json(v) => assert_budget_error(&v),
+            _ => panic!("expected one JSON answer"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_budget_overrun_after_progress_ends_the_stream_reshaped() {
+        let reply = service(Duration::from_millis(1500))
+            .handle(wait_call(5.0))
+            .await;
+        assert_eq!(reply.status, 200);
+        let ReplyBody::Sse(mut rx) = reply.body else {
+            panic!("expected an SSE stream");
+        };
+        let mut messages = Vec::new();
+        while let Some(m) = rx.recv().await {
+            messages.push(m);
+        }
+        let (last, progress) = messages.split_last().expect("messages");
+        assert!(!progress.is_empty(), "{messages:?}");
+        for p in progress {
+            assert_eq!(p["method"], "notifications/progress", "{p}");
+            assert_eq!(p["params"]["progressToken"], "t", "{p}");
+        }
+        assert_budget_error(last);
+    }
 }

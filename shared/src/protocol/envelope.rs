@@ -162,21 +162,23 @@ pub fn read_meta(params: &Map<String, Value>) -> Result<RequestMeta, McpError> {
             )));
         }
     };
-    let progress_token = match m.get("progressToken") {
-        None | Some(Value::Null) => None,
-        Some(t @ Value::String(_)) => Some(t.clone()),
-        Some(t @ Value::Number(n)) if n.is_i64() || n.is_u64() => Some(t.clone()),
-        Some(_) => {
-            return Err(McpError::invalid_meta(
-                "_meta.progressToken must be a string or an integer",
-            ));
-        }
-    };
+    let progress_token = progress_token(m.get("progressToken")).map_err(McpError::invalid_meta)?;
     Ok(RequestMeta {
         protocol_version: version,
         client_capabilities: caps,
         progress_token,
     })
+}
+
+/// A request's `_meta.progressToken`: none (absent or null), a string or an integer; anything
+/// else is refused with the message given.
+pub fn progress_token(token: Option<&Value>) -> Result<Option<Value>, &'static str> {
+    match token {
+        None | Some(Value::Null) => Ok(None),
+        Some(t @ Value::String(_)) => Ok(Some(t.clone())),
+        Some(t @ Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(Some(t.clone())),
+        Some(_) => Err("_meta.progressToken must be a string or an integer"),
+    }
 }
 
 #[cfg(test)]
