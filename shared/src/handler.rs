@@ -131,7 +131,6 @@ impl Reply {
     }
 }
 
-/// How a `tools/call` ends, before it becomes a response.
 /// The tool, caller and arguments of one inline run.
 struct InlineRun<'a> {
     tool: Arc<dyn Tool>,
@@ -140,6 +139,7 @@ struct InlineRun<'a> {
     arguments: Value,
 }
 
+/// How a `tools/call` ends, before it becomes a response.
 enum CallOutcome {
     /// A result map (CallToolResult, InputRequiredResult or CreateTaskResult).
     Result(Map<String, Value>),
