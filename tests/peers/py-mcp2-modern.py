@@ -1,6 +1,7 @@
 """Peer: the Python SDK 2.x client (PyPI `mcp`, pinned in scripts/install-peers.sh) drives a
 running mcp-tasks server: auto negotiation lands on 2026-07-28 (server/discover), tools/list,
-synchronous tools/call (the client does not declare the tasks extension), a tool error, and a
+synchronous tools/call (the client does not declare the tasks extension), progress
+notifications on a synchronous call, a tool error, and a
 task-only tool refused with -32021. Then the same client forced into its legacy mode
 (initialize handshake) is served by the legacy lane.
 
@@ -46,6 +47,18 @@ async def scenario(url: str, mode: str, expect_version: str) -> None:
         check(digest == hash_chain("py", 4000), f"[{mode}] synchronous tools/call", r)
         r = await client.call_tool("wait", {"seconds": 0.2})
         check(not r.is_error and "Waited" in r.content[0].text, f"[{mode}] synchronous wait", r)
+        # With a progress callback the client sends _meta.progressToken; the server streams
+        # notifications/progress on the call's SSE response before the answer (both lanes).
+        seen: list[tuple[float, float | None, str | None]] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append((progress, total, message))
+
+        r = await client.call_tool("wait", {"seconds": 2.5}, progress_callback=on_progress)
+        check(not r.is_error and r.content[0].text == "Waited 2.5 s.", f"[{mode}] tools/call with progress: answer", r)
+        rising = all(b[0] > a[0] for a, b in zip(seen, seen[1:]))
+        check(len(seen) >= 2 and rising and all(t == 2500 for _, t, _ in seen),
+              f"[{mode}] tools/call with progress: increasing progress notifications", seen)
         r = await client.call_tool("lint_json", {"text": "{nope"})
         check(r.is_error is True, f"[{mode}] tool error is isError", r)
         try:
