@@ -426,6 +426,51 @@ async fn a_legacy_client_runs_lists_and_reads_a_task_through_the_functions() {
     env.report("legacy: initialize → task → tasks/list → tasks/result → tasks/cancel");
 }
 
+/// An inline call that asks for progress, 2026-07-28 and 2025-11-25 alike, through the mcp
+/// function: lambda_http and the REST API buffer the SSE answer, so it arrives whole — the
+/// progress notifications first, then the response, every event well formed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_progress_arrives_as_one_sse_answer_through_the_functions() {
+    let Some(env) = Env::start("progress", Options::default()).await else {
+        return;
+    };
+    let c = env.client();
+    let check = |a: &support::Answer, token: &str| {
+        assert_eq!(a.status, 200, "{}", a.text);
+        assert!(a.content_type.starts_with("text/event-stream"), "{a:?}");
+        let messages = a.sse_messages();
+        let (last, progress) = messages.split_last().expect("an answer");
+        assert!(!progress.is_empty(), "{messages:?}");
+        for n in progress {
+            assert_eq!(n["method"], "notifications/progress", "{n}");
+            assert_eq!(n["params"]["progressToken"], token, "{n}");
+        }
+        assert_eq!(
+            last["result"]["content"][0]["text"], "Waited 1.5 s.",
+            "{last}"
+        );
+    };
+    let mut body = c.body(
+        "tools/call",
+        json!({"name": "wait", "arguments": {"seconds": 1.5}}),
+    );
+    body["params"]["_meta"]["progressToken"] = json!("aws-2026");
+    let a = c
+        .post_raw(body.to_string().as_bytes(), &Client::headers(&body))
+        .await;
+    check(&a, "aws-2026");
+    let a = c
+        .legacy_send(
+            Some("2025-11-25"),
+            "tools/call",
+            json!({"name": "wait", "arguments": {"seconds": 1.5},
+                   "_meta": {"progressToken": "aws-2025"}}),
+        )
+        .await;
+    check(&a, "aws-2025");
+    env.report("inline progress: 2026-07-28 and 2025-11-25 SSE answers");
+}
+
 /// The template reader behind `Env::assert_permitted` finds each function's actions (and only
 /// its own): without the emulator.
 #[test]
