@@ -14,14 +14,16 @@ stage() {
 # compilation only pays off for repeated edits, never in a one-shot run, and its cache is a large
 # share of a build's size; pip's download cache is never read twice in a clean run either.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}" PIP_NO_CACHE_DIR=1
+stage "prerequisites (scripts/lib/prereqs.sh) and self-containment (scripts/lib/self_contained.py)"
+# Before anything is built: what the machine must have, and what is missing and how to get it.
 # A run from a clean clone writes about 3.5 GB (target/ 2.5 GB + .tools/ 1 GB: the last line
-# this script prints); warn below that plus a margin.
-need_gb=5
-free_gb=$(( $(df -Pk . | awk 'NR==2 {print $4}') / 1024 / 1024 ))
-printf 'disk: %s GB free here; a run from a clean clone needs about %s GB\n' "$free_gb" "$need_gb"
-if (( free_gb < need_gb )); then
-  printf 'WARNING: less free disk than a clean run needs; it may fail with "No space left on device"\n' >&2
-fi
+# this script prints); below 5 GB free it stops here.
+bash scripts/lib/prereqs.sh
+# Nothing in code, tests or scripts reads above the repository root (a clone alone must pass),
+# the copied official schemas match their recorded sums, and the guard itself still catches a
+# planted ../shared read.
+python3 scripts/lib/self_contained.py
+python3 scripts/lib/self_contained.py --self-test
 
 stage "tools (scripts/install-tools.sh)"
 bash scripts/install-tools.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the official MCP conformance suite (scenario list: SCENARIOS.md in the shared docs)
+# Runs the official MCP conformance suite (scenario list: docs/upstream/SCENARIOS.md)
 # against a freshly built `mcp-tasks serve` on a free localhost port with a throwaway data dir.
 #
 #   bash tests/conformance/run.sh                      # every scenario below

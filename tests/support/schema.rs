@@ -1,8 +1,9 @@
 //! Checks every JSON-RPC message the server sends against the official 2026-07-28 JSON
 //! schemas (core + tasks extension), by the definition that fits the request that was sent.
 //!
-//! The schemas are read from `shared/spec/` beside the workspace (CI puts a copy of `shared/`
-//! next to the clone). If they are missing the tests fail: they never skip the check.
+//! The schemas are the repository's copies in `tests/spec/` (origin, version, licence and
+//! checksums in `tests/spec/README.md`). If they are missing the tests fail: they never skip the
+//! check.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -69,9 +70,9 @@ const ERROR_OBJECTS: &[(i64, Def)] = &[
     (-32603, (Doc::Core, "InternalError")),
 ];
 
-/// `<workspace root>/../shared/spec`, from this package's manifest dir (`functions/local`).
+/// `<workspace root>/tests/spec`, from this package's manifest dir (`functions/local`).
 pub fn spec_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/spec")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/spec")
 }
 
 struct Schemas {
@@ -88,8 +89,8 @@ impl Schemas {
             let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
                 panic!(
                     "cannot read the official MCP schema {} ({e}). The black-box tests \
-                     validate every server response against shared/spec/, which must sit \
-                     beside the workspace root (../shared/spec); they do not run without it.",
+                     validate every server response against the copies in tests/spec/ \
+                     (see tests/spec/README.md); they do not run without them.",
                     path.display()
                 )
             });

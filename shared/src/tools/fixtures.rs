@@ -1,5 +1,5 @@
 //! The fixture tools the official MCP conformance suite expects (`--fixtures conformance`),
-//! as described in `shared/conformance/FIXTURES.md`. Each is an ordinary step-wise job, so the
+//! as described in `docs/upstream/FIXTURES.md`. Each is an ordinary step-wise job, so the
 //! suite exercises the same engine, worker and MRTR code paths as the built-in tools.
 
 use std::collections::BTreeMap;
