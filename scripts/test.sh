@@ -21,7 +21,7 @@ stage "prerequisites (scripts/lib/prereqs.sh) and self-containment (scripts/lib/
 bash scripts/lib/prereqs.sh
 # Nothing in code, tests or scripts reads above the repository root (a clone alone must pass),
 # the copied official schemas match their recorded sums, and the guard itself still catches a
-# planted ../shared read.
+# read planted above the root.
 python3 scripts/lib/self_contained.py
 python3 scripts/lib/self_contained.py --self-test
 
