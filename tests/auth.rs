@@ -141,6 +141,55 @@ async fn protected_resource_metadata_is_served_at_both_paths() {
     }
 }
 
+#[tokio::test]
+async fn the_challenge_names_metadata_that_is_served_when_the_resource_has_a_path_prefix() {
+    const PREFIXED: &str = "http://mcp.test/v1/mcp";
+    let dir = data_dir();
+    let jwks = format!("{FIXTURES}/jwks.json");
+    let s = Server::start(
+        dir.path(),
+        &[
+            "--auth",
+            "jwt",
+            "--issuer",
+            ISSUER,
+            "--audience",
+            PREFIXED,
+            "--jwks-file",
+            &jwks,
+        ],
+    );
+    let (status, challenge) = post(&s.client(), None).await;
+    assert_eq!(status, 401);
+    let challenge = challenge.unwrap();
+    let url = challenge
+        .split("resource_metadata=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_else(|| panic!("no resource_metadata in {challenge}"));
+    assert_eq!(
+        url,
+        "http://mcp.test/.well-known/oauth-protected-resource/v1/mcp"
+    );
+    // Follow the challenge's path against this server.
+    let path = url.trim_start_matches("http://mcp.test");
+    let base = s.url.trim_end_matches("/mcp").to_owned();
+    let r = reqwest::get(format!("{base}{path}")).await.unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{path}");
+    let doc: Value = r.json().await.unwrap();
+    assert_eq!(doc["resource"], PREFIXED);
+    assert_eq!(doc["authorization_servers"], json!([ISSUER]));
+    // The bare and endpoint-suffixed forms keep working; other suffixes do not exist.
+    for (path, want) in [
+        ("/.well-known/oauth-protected-resource", 200),
+        ("/.well-known/oauth-protected-resource/mcp", 200),
+        ("/.well-known/oauth-protected-resource/v2/mcp", 404),
+    ] {
+        let r = reqwest::get(format!("{base}{path}")).await.unwrap();
+        assert_eq!(r.status().as_u16(), want, "{path}");
+    }
+}
+
 /// A request's answer with its JSON-RPC id removed, for byte comparison.
 async fn answer_without_id(c: &Client, tok: &str, method: &str, params: Value) -> (u16, String) {
     let body = c.body(method, params);

@@ -1,9 +1,17 @@
-//! The one HTTP edge: an axum [`Router`] around [`McpService::handle`]. The local server
-//! serves it with hyper; on Lambda the same router is handed to `lambda_http`, so the mapping
-//! between HTTP and the service exists once.
+//! The one HTTP edge: an axum [`Router`] around [`McpService`]. The local server serves it
+//! with hyper ([`crate::edge`]); on Lambda the same router is handed to `lambda_http`, so the
+//! mapping between HTTP and the service exists once.
+//!
+//! Every request is first judged on its headers alone ([`McpService::admit`]: path, Host and
+//! Origin, method, bearer token, content type, declared length); only a request that passes
+//! has its body read. A client without a valid token is answered at once and never makes the
+//! server buffer its body. On Lambda the body arrives whole from API Gateway, so there this
+//! only saves the work; the body read timeout ([`router_with_body_timeout`]) is for the local
+//! server, where the body comes from the socket.
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -17,25 +25,90 @@ use tokio_stream::wrappers::ReceiverStream;
 use crate::handler::{HttpRequest, McpService, Reply, ReplyBody};
 use crate::protocol::{McpError, failure};
 
-/// The router: every path and method goes to the service, which decides.
+/// The router: every path and method goes to the service, which decides. The body is read
+/// without a deadline (Lambda: it is already whole).
 pub fn router(service: Arc<McpService>) -> Router {
-    Router::new().fallback(serve).with_state(service)
+    router_with_body_timeout(service, None)
 }
 
-async fn serve(State(service): State<Arc<McpService>>, req: Request) -> Response {
+/// [`router`] with a deadline for reading a request's whole body: a client that has not sent
+/// it all by then gets `408` (a JSON-RPC error, `Connection: close`) and the connection is
+/// closed, so a stalled upload cannot hold a connection and its buffer indefinitely.
+pub fn router_with_body_timeout(service: Arc<McpService>, timeout: Option<Duration>) -> Router {
+    Router::new()
+        .fallback(serve)
+        .with_state(Edge { service, timeout })
+}
+
+/// Largest body read (and dropped) before a refusal is answered; see [`serve`].
+const DRAIN_LIMIT: usize = 64 * 1024;
+
+#[derive(Clone)]
+struct Edge {
+    service: Arc<McpService>,
+    timeout: Option<Duration>,
+}
+
+async fn serve(State(edge): State<Edge>, req: Request) -> Response {
+    let Edge { service, timeout } = edge;
     let (parts, body) = req.into_parts();
+    // Headers first. A refusal reads a small declared body (and drops it) so that an ordinary
+    // client's connection stays usable; any other body is not read at all: hyper closes the
+    // connection after the answer (locally with a linger, see `crate::edge`, so the client
+    // still reads the answer).
+    let admitted = match service
+        .admit(&parts.method, parts.uri.path(), &parts.headers)
+        .await
+    {
+        Ok(a) => a,
+        Err(reply) => {
+            let declared = parts
+                .headers
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            if declared.is_some_and(|n| n <= DRAIN_LIMIT) {
+                let drain = axum::body::to_bytes(body, DRAIN_LIMIT);
+                match timeout {
+                    Some(t) => drop(tokio::time::timeout(t, drain).await),
+                    None => drop(drain.await),
+                }
+            }
+            return into_response(reply);
+        }
+    };
     let limit = service.config().max_body_bytes;
-    let body = match axum::body::to_bytes(body, limit).await {
+    let read = axum::body::to_bytes(body, limit);
+    let read = match timeout {
+        Some(t) => match tokio::time::timeout(t, read).await {
+            Ok(r) => r,
+            Err(_) => {
+                let secs = t.as_secs_f64();
+                tracing::info!(timeout_secs = secs, "request body not received in time");
+                let mut reply = error_reply(
+                    McpError::invalid_request(format!("Request body not received within {secs} s"))
+                        .with_status(408),
+                );
+                reply.headers.push(("connection", "close".into()));
+                return into_response(reply);
+            }
+        },
+        None => read.await,
+    };
+    let body = match read {
         Ok(b) => b,
         Err(_) => return into_response(error_reply(McpError::too_large(limit))),
     };
     let reply = service
-        .handle(HttpRequest {
-            method: parts.method,
-            path: parts.uri.path().to_owned(),
-            headers: parts.headers,
-            body,
-        })
+        .handle_admitted(
+            admitted,
+            HttpRequest {
+                method: parts.method,
+                path: parts.uri.path().to_owned(),
+                headers: parts.headers,
+                body,
+            },
+        )
         .await;
     into_response(reply)
 }
