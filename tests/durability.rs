@@ -99,3 +99,74 @@ async fn a_second_server_cannot_open_a_data_dir_in_use() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The server answers at once after a restart with many tasks in flight (their runs died with
+/// the previous process), and recovers them in the background: serve first, recover after.
+#[tokio::test]
+async fn a_restart_with_ten_thousand_tasks_in_flight_answers_at_once() {
+    const N: usize = 10_000;
+    let dir = data_dir();
+    // What a crash leaves: N working `wait` tasks, each under the lease of a dead run.
+    support::seed_in_flight(dir.path(), N).await;
+    let started = std::time::Instant::now();
+    let s = Server::start(dir.path(), &["--max-active-tasks", "20000"]);
+    let c = s.client().with_tasks();
+    c.call("server/discover", json!({})).await;
+    let first_answer = started.elapsed();
+    eprintln!(
+        "durability: first answer {} ms after starting with {N} tasks in flight",
+        first_answer.as_millis()
+    );
+    assert!(
+        first_answer < Duration::from_secs(2),
+        "clients wait {first_answer:?} for a server that is recovering"
+    );
+    // And recovery happens: the dead runs' leases are released and the tasks run again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let log = s.log.lock().unwrap().clone();
+        if log.contains("recovered unfinished tasks") {
+            assert!(
+                log.contains(&format!("tasks={N}")),
+                "{}",
+                &log[log.len().saturating_sub(2000)..]
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "recovery did not finish"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The task database holds every tenant's arguments and results: only its owner reads it.
+#[cfg(unix)]
+#[tokio::test]
+async fn the_data_directory_and_database_are_private_to_their_owner() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let root = data_dir();
+    // A new data directory.
+    let fresh = root.path().join("fresh");
+    let s = Server::start(&fresh, &[]);
+    assert_eq!(mode(&fresh), 0o700);
+    assert_eq!(mode(&fresh.join("tasks.redb")), 0o600);
+    assert_eq!(mode(&fresh.join("state.key")), 0o600);
+    drop(s);
+    // One an older version left world-readable is tightened on start.
+    let old = root.path().join("old");
+    std::fs::create_dir(&old).unwrap();
+    drop(Server::start(&old, &[]));
+    std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        old.join("tasks.redb"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let s = Server::start(&old, &[]);
+    assert_eq!(mode(&old), 0o700);
+    assert_eq!(mode(&old.join("tasks.redb")), 0o600);
+    drop(s);
+}

@@ -339,6 +339,62 @@ async fn mrtr_rounds_carry_a_sealed_state_for_synchronous_callers() {
         )
         .await;
     assert_eq!(error_of(&a), (200, -32602));
+    // Answers with no requestState are offered to the job (SEP-2322 allows it; the conformance
+    // suite requires it), which reads only the keys it asks for and checks each answer: a
+    // malformed one is refused, never taken as a yes, and unknown keys change nothing.
+    let bad = json!({key.clone(): {"action": "maybe"}, "never-asked": {"action": "accept"}});
+    let a = c
+        .send(
+            "tools/call",
+            json!({"name": "confirm_action", "arguments": args, "inputResponses": bad}),
+        )
+        .await;
+    assert_eq!(error_of(&a), (200, -32602));
+    let declined = json!({key.clone(): {"action": "decline"}, "never-asked": {"action": "accept", "content": {"confirm": true}}});
+    let r = c
+        .call(
+            "tools/call",
+            json!({"name": "confirm_action", "arguments": args, "inputResponses": declined}),
+        )
+        .await;
+    assert_eq!(
+        r["content"][0]["text"], "Not confirmed: Delete report.pdf was not done.",
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn arguments_are_checked_against_the_tools_input_schema_at_the_edge() {
+    let (s, _d) = start();
+    let c = s.client().with_tasks();
+    // Unknown properties (padding nobody reads) are refused before any task exists.
+    let padded = json!({"seconds": 0, "pad": "x".repeat(200_000)});
+    let a = c
+        .send("tools/call", json!({"name": "wait", "arguments": padded}))
+        .await;
+    assert_eq!(error_of(&a), (200, -32602));
+    let msg = a.json()["error"]["message"].as_str().unwrap().to_owned();
+    assert!(
+        msg.contains("pad") && msg.len() < 1000,
+        "names the property, not its value: {msg}"
+    );
+    // Wrong types, missing members and out-of-range values, each with where it is wrong.
+    for (tool, args, at) in [
+        ("wait", json!({"seconds": "ten"}), "/seconds"),
+        ("wait", json!({}), "seconds"),
+        ("hash_chain", json!({"seed": "s", "rounds": 0}), "/rounds"),
+        ("lint_json", json!({"text": 5}), "/text"),
+    ] {
+        let a = c
+            .send("tools/call", json!({"name": tool, "arguments": args}))
+            .await;
+        assert_eq!(error_of(&a), (200, -32602), "{tool} {args}");
+        let msg = a.json()["error"]["message"].as_str().unwrap().to_owned();
+        assert!(msg.contains(at), "{tool} {args}: {msg}");
+    }
+    // And good arguments still make a task.
+    let r = c.tool("wait", json!({"seconds": 0})).await;
+    assert_eq!(r["resultType"], "task", "{r}");
 }
 
 #[tokio::test]

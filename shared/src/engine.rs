@@ -12,11 +12,16 @@ use serde_json::{Map, Value};
 use crate::clock::now_ms;
 use crate::protocol::McpError;
 use crate::queue::{WorkKind, WorkMessage, WorkQueue};
+use crate::quota::{Limit, QuotaExceeded, Quotas, RateLimiter};
 use crate::store::{MAX_CLIENT_RECORD_BYTES, StoreError, TaskKey, TaskStore, record_len};
 use crate::task::{TaskRecord, TaskStatus, is_valid_task_id, new_task_id};
+use crate::tools::Claim;
 
 /// How many times a conditional write is retried after losing a race before giving up.
 const MAX_RACES: usize = 16;
+
+/// Tasks recovered at once at start-up.
+const RECOVERY_CONCURRENCY: usize = 256;
 
 /// Task settings.
 #[derive(Debug, Clone)]
@@ -25,6 +30,8 @@ pub struct TaskSettings {
     pub ttl_ms: Option<u64>,
     /// `pollIntervalMs` of new tasks, within 250..=30000.
     pub poll_interval_ms: u64,
+    /// Per-tenant quotas.
+    pub quotas: Quotas,
 }
 
 impl Default for TaskSettings {
@@ -32,7 +39,23 @@ impl Default for TaskSettings {
         Self {
             ttl_ms: Some(24 * 3600 * 1000),
             poll_interval_ms: 1000,
+            quotas: Quotas::default(),
         }
+    }
+}
+
+/// Why a task was not created.
+#[derive(Debug)]
+pub enum CreateError {
+    /// Over a quota: answered as a tool error the model reads.
+    Quota(QuotaExceeded),
+    /// Anything else, as a JSON-RPC error.
+    Failed(McpError),
+}
+
+impl From<McpError> for CreateError {
+    fn from(e: McpError) -> Self {
+        CreateError::Failed(e)
     }
 }
 
@@ -51,6 +74,7 @@ pub struct Engine {
     store: Arc<dyn TaskStore>,
     queue: Arc<dyn WorkQueue>,
     settings: TaskSettings,
+    creations: Arc<RateLimiter>,
 }
 
 /// Logs a store failure and returns the fixed client-facing error.
@@ -67,11 +91,68 @@ impl Engine {
         mut settings: TaskSettings,
     ) -> Self {
         settings.poll_interval_ms = settings.poll_interval_ms.clamp(250, 30_000);
+        let creations = Arc::new(RateLimiter::new(
+            settings.quotas.create_per_second,
+            settings.quotas.create_burst,
+        ));
         Self {
             store,
             queue,
             settings,
+            creations,
         }
+    }
+
+    /// The quotas in force.
+    pub fn quotas(&self) -> &Quotas {
+        &self.settings.quotas
+    }
+
+    /// Checks a new task of `tenant` against the quotas, before anything is stored: the work
+    /// it claims, the tenant's creation rate (in this process), then its number of active
+    /// tasks (one count of index keys, only once the rate allows). Concurrent creations of one
+    /// tenant may overshoot the active-task limit by the requests in flight at that moment.
+    pub async fn admit(&self, tenant: &str, claim: Claim) -> Result<(), CreateError> {
+        let q = &self.settings.quotas;
+        check_claim(q, claim).map_err(CreateError::Quota)?;
+        if let Err(wait) = self.creations.take(tenant) {
+            return Err(CreateError::Quota(QuotaExceeded {
+                limit: Limit::CreateRate,
+                max: q.create_per_second,
+                retry_after: Some(wait),
+                message: format!(
+                    "Quota exceeded: tasks are being created faster than this server allows one \
+                     tenant ({} a second, bursts of {}). Retry in {} ms.",
+                    q.create_per_second,
+                    q.create_burst,
+                    wait.as_millis().max(1)
+                ),
+            }));
+        }
+        let active = self
+            .store
+            .count_tenant_active(tenant, q.max_active_tasks)
+            .await
+            .map_err(|e| internal("counting a tenant's tasks failed", e))?;
+        if active >= q.max_active_tasks {
+            tracing::info!(
+                limit = "active_tasks",
+                max = q.max_active_tasks,
+                "quota.refused"
+            );
+            return Err(CreateError::Quota(QuotaExceeded {
+                limit: Limit::ActiveTasks,
+                max: q.max_active_tasks as f64,
+                retry_after: Some(Duration::from_millis(self.settings.poll_interval_ms * 5)),
+                message: format!(
+                    "Quota exceeded: this tenant already has {} unfinished tasks, the most it may \
+                     have at once. Wait for some to finish, or cancel those no longer needed \
+                     (tasks/cancel), then try again.",
+                    q.max_active_tasks
+                ),
+            }));
+        }
+        Ok(())
     }
 
     /// Persists a new task, then enqueues its start. The record is durable and readable before
@@ -295,26 +376,41 @@ impl Engine {
 
     /// Start-up recovery for a store this process owns alone (the embedded store): every
     /// lease belongs to a process that is gone, so it is released and the task re-enqueued.
+    /// Tasks are recovered [`RECOVERY_CONCURRENCY`] at a time, so their writes share commits
+    /// (the embedded store syncs one batch of concurrent writes at once).
     pub async fn recover(&self) -> Result<usize, StoreError> {
+        use futures_util::StreamExt as _;
+        let keys = self.all_active().await?;
+        let results: Vec<Result<bool, StoreError>> = futures_util::stream::iter(keys)
+            .map(|k| self.recover_one(k))
+            .buffer_unordered(RECOVERY_CONCURRENCY)
+            .collect()
+            .await;
         let mut n = 0;
-        for k in self.all_active().await? {
-            let Some(mut task) = self.store.get(&k.tenant, &k.task_id).await? else {
-                continue;
-            };
-            if task.lease.take().is_some() {
-                // Its run died with the previous process.
-                task.interruptions += 1;
-                match self.store.update(&task).await {
-                    Ok(_) | Err(StoreError::Conflict) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            if task.status == TaskStatus::Working {
-                self.send(&task, WorkKind::Recover).await;
-                n += 1;
-            }
+        for r in results {
+            n += usize::from(r?);
         }
         Ok(n)
+    }
+
+    /// Releases one dead run's lease; true when the task was re-enqueued.
+    async fn recover_one(&self, k: TaskKey) -> Result<bool, StoreError> {
+        let Some(mut task) = self.store.get(&k.tenant, &k.task_id).await? else {
+            return Ok(false);
+        };
+        if task.lease.take().is_some() {
+            // Its run died with the previous process.
+            task.interruptions += 1;
+            match self.store.update(&task).await {
+                Ok(_) | Err(StoreError::Conflict) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if task.status == TaskStatus::Working {
+            self.send(&task, WorkKind::Recover).await;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// The orphan sweep: re-enqueues `working` tasks that no live worker holds and that have
@@ -349,6 +445,33 @@ impl Engine {
         }
         Ok(keys.len())
     }
+}
+
+/// Refuses a claim that exceeds a per-task limit (no retry helps: the call must ask for less).
+pub fn check_claim(q: &Quotas, claim: Claim) -> Result<(), QuotaExceeded> {
+    let over = |limit: Limit, what: &str, claimed: Duration, max: Duration| QuotaExceeded {
+        limit,
+        max: max.as_secs_f64(),
+        retry_after: None,
+        message: format!(
+            "Quota exceeded: this call would take about {:.0} s of {what}, more than the {:.0} s \
+             one task may use here. Ask for less work per call (split it into smaller calls).",
+            claimed.as_secs_f64(),
+            max.as_secs_f64()
+        ),
+    };
+    if let Some(w) = claim.wall.filter(|w| *w > q.max_task_wall) {
+        return Err(over(
+            Limit::TaskWallTime,
+            "running time",
+            w,
+            q.max_task_wall,
+        ));
+    }
+    if let Some(c) = claim.cpu.filter(|c| *c > q.max_task_cpu) {
+        return Err(over(Limit::TaskCpuTime, "CPU time", c, q.max_task_cpu));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::auth::{AuthFailure, Authenticator, challenge};
 use crate::clock::now_ms;
-use crate::engine::Engine;
+use crate::engine::{CreateError, Engine};
 use crate::jobs::{JobContext, JobError, ProgressSink, Step};
 use crate::protocol::envelope::{self, Incoming, Request};
 use crate::protocol::headers::{check_params, expect_header};
@@ -131,6 +131,13 @@ impl Reply {
     }
 }
 
+/// A request that passed [`McpService::admit`]: the caller is known, the body not read yet.
+#[derive(Debug)]
+#[must_use]
+pub struct Admitted {
+    tenant: String,
+}
+
 /// The tool, caller and arguments of one inline run.
 struct InlineRun<'a> {
     tool: Arc<dyn Tool>,
@@ -229,35 +236,53 @@ impl McpService {
         &self.config
     }
 
-    /// Serves one HTTP request.
+    /// Serves one HTTP request whose body is already in hand (on Lambda API Gateway delivers
+    /// it whole): [`McpService::admit`], then [`McpService::handle_admitted`].
     pub async fn handle(self: &Arc<Self>, req: HttpRequest) -> Reply {
-        if let Some(reply) = self.resource_metadata(&req) {
-            return reply;
+        match self.admit(&req.method, &req.path, &req.headers).await {
+            Ok(admitted) => self.handle_admitted(admitted, req).await,
+            Err(reply) => reply,
         }
-        if req.path != self.config.endpoint_path {
-            return Reply::error(
+    }
+
+    /// Everything that can be decided from the request line and headers alone, in this order:
+    /// Protected Resource Metadata (public: it is how a client learns where to get a token),
+    /// `404` for another path (reveals nothing), `403` for a `Host` or `Origin` not allowed
+    /// (DNS rebinding is refused whoever asks), `405` for a method other than POST, then the
+    /// bearer token (`401`/`403`, or `503` while the issuer's keys are unavailable), `415` for
+    /// a body that is not JSON and `413` for a declared `Content-Length` over the limit.
+    ///
+    /// The HTTP edge ([`crate::http`]) runs this before reading a byte of the body, so a
+    /// client without a valid token is answered at once and makes the server buffer nothing.
+    pub async fn admit(
+        &self,
+        method: &Method,
+        path: &str,
+        headers: &HeaderMap,
+    ) -> Result<Admitted, Reply> {
+        if let Some(reply) = self.resource_metadata(method, path) {
+            return Err(reply);
+        }
+        if path != self.config.endpoint_path {
+            return Err(Reply::error(
                 None,
                 &McpError::invalid_request("No MCP endpoint at this path").with_status(404),
-            );
+            ));
         }
-        if let Err(e) = self.check_host(&req.headers) {
-            return Reply::error(None, &e);
+        if let Err(e) = self.check_host(headers) {
+            return Err(Reply::error(None, &e));
         }
-        if req.method != Method::POST {
+        if method != Method::POST {
             let mut r = Reply::error(
                 None,
                 &McpError::invalid_request("Only POST is supported on this endpoint")
                     .with_status(405),
             );
             r.headers.push(("allow", "POST".into()));
-            return r;
+            return Err(r);
         }
-        let tenant = match self.tenant(&req.headers).await {
-            Ok(t) => t,
-            Err(reply) => return reply,
-        };
-        let content_type = req
-            .headers
+        let tenant = self.tenant(headers).await?;
+        let content_type = headers
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
@@ -266,12 +291,28 @@ impl McpService {
             .next()
             .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
         {
-            return Reply::error(
+            return Err(Reply::error(
                 None,
                 &McpError::invalid_request("Content-Type must be application/json")
                     .with_status(415),
-            );
+            ));
         }
+        let declared = headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if declared.is_some_and(|n| n > self.config.max_body_bytes as u64) {
+            return Err(Reply::error(
+                None,
+                &McpError::too_large(self.config.max_body_bytes),
+            ));
+        }
+        Ok(Admitted { tenant })
+    }
+
+    /// Serves a request [`McpService::admit`] let through, now with its body.
+    pub async fn handle_admitted(self: &Arc<Self>, admitted: Admitted, req: HttpRequest) -> Reply {
+        let tenant = admitted.tenant;
         if req.body.len() > self.config.max_body_bytes {
             return Reply::error(None, &McpError::too_large(self.config.max_body_bytes));
         }
@@ -300,16 +341,22 @@ impl McpService {
         }
     }
 
-    /// Serves Protected Resource Metadata (RFC 9728) at
-    /// `/.well-known/oauth-protected-resource` and its path-suffixed form, when auth is on.
-    fn resource_metadata(&self, req: &HttpRequest) -> Option<Reply> {
-        const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
+    /// Serves Protected Resource Metadata (RFC 9728), when auth is on, at
+    /// `/.well-known/oauth-protected-resource` followed by nothing, by the endpoint path, or by
+    /// the path of the resource URI (the audience) — the last being exactly the path the
+    /// `401` challenge names ([`crate::auth::resource_metadata_url`]), whatever prefix the
+    /// resource URI has (`https://api.example.com/v1/mcp` → `…/oauth-protected-resource/v1/mcp`).
+    fn resource_metadata(&self, method: &Method, path: &str) -> Option<Reply> {
+        use crate::auth::{WELL_KNOWN_PRM, resource_metadata_path};
         let auth = self.auth.as_ref()?;
-        let suffix = req.path.strip_prefix(WELL_KNOWN)?;
-        if !(suffix.is_empty() || suffix == self.config.endpoint_path) {
+        let suffix = path.strip_prefix(WELL_KNOWN_PRM)?;
+        if !(suffix.is_empty()
+            || suffix == self.config.endpoint_path
+            || path == resource_metadata_path(&auth.settings().audience))
+        {
             return None;
         }
-        if req.method != Method::GET {
+        if method != Method::GET {
             let mut r = Reply::empty(405);
             r.headers.push(("allow", "GET".into()));
             return Some(r);
@@ -321,7 +368,9 @@ impl McpService {
     }
 
     /// The caller's tenant: the local tenant without auth, else the verified token's claim.
-    /// A refusal is `401` (or `403` for a missing scope) with a `WWW-Authenticate` challenge.
+    /// A refusal is `401` (or `403` for a missing scope) with a `WWW-Authenticate` challenge;
+    /// when the issuer's keys cannot be had it is `503` with `Retry-After` and a JSON-RPC error
+    /// (`-32603`), with no challenge: the token is not known to be bad.
     async fn tenant(&self, headers: &HeaderMap) -> Result<String, Reply> {
         let Some(auth) = &self.auth else {
             return Ok(self.config.tenant.clone());
@@ -331,6 +380,22 @@ impl McpService {
             .and_then(|v| v.to_str().ok());
         match auth.authenticate(header).await {
             Ok(p) => Ok(p.tenant),
+            Err(AuthFailure::Unavailable { retry_after_secs }) => {
+                tracing::warn!(
+                    retry_after_secs,
+                    "request refused: the authorization server's keys are unavailable"
+                );
+                let mut r = Reply::error(
+                    None,
+                    &McpError::internal_with(
+                        "The authorization server's signing keys are unavailable; retry later",
+                    )
+                    .with_status(503),
+                );
+                r.headers
+                    .push(("retry-after", retry_after_secs.to_string()));
+                Err(r)
+            }
             Err(failure) => {
                 // The reason is logged; the token never is.
                 tracing::info!(reason = %failure, "request refused by auth");
@@ -346,32 +411,30 @@ impl McpService {
         }
     }
 
-    /// DNS-rebinding protection: `Host` and `Origin` must name an allowed host.
+    /// DNS-rebinding protection: `Host` and `Origin` must name an allowed host. Both are
+    /// parsed strictly ([`authority_host`], [`origin_host`]); anything that is not a plain
+    /// `host[:port]` (userinfo, a non-numeric port, stray characters) is refused.
     fn check_host(&self, headers: &HeaderMap) -> Result<(), McpError> {
         if self.config.allowed_hosts.is_empty() {
             return Ok(());
         }
-        let allowed = |host: &str| {
-            let name = strip_port(host);
-            self.config
-                .allowed_hosts
-                .iter()
-                .any(|a| a.eq_ignore_ascii_case(name))
+        let allowed = |name: Option<&str>| {
+            name.is_some_and(|name| {
+                self.config
+                    .allowed_hosts
+                    .iter()
+                    .any(|a| a.eq_ignore_ascii_case(name))
+            })
         };
-        if let Some(host) = headers
-            .get(http::header::HOST)
-            .and_then(|h| h.to_str().ok())
-            && !allowed(host)
+        if let Some(host) = headers.get(http::header::HOST)
+            && !allowed(host.to_str().ok().and_then(authority_host))
         {
             return Err(McpError::invalid_request("Host not allowed").with_status(403));
         }
-        if let Some(origin) = headers.get(http::header::ORIGIN) {
-            let origin = origin.to_str().unwrap_or("");
-            let host = origin.split_once("://").map_or("", |(_, rest)| rest);
-            let host = host.split('/').next().unwrap_or("");
-            if origin == "null" || !allowed(host) {
-                return Err(McpError::invalid_request("Origin not allowed").with_status(403));
-            }
+        if let Some(origin) = headers.get(http::header::ORIGIN)
+            && !allowed(origin.to_str().ok().and_then(origin_host))
+        {
+            return Err(McpError::invalid_request("Origin not allowed").with_status(403));
         }
         Ok(())
     }
@@ -500,6 +563,9 @@ impl McpService {
         };
         check_params(headers, self.tools.mirrored_params(name), &arguments)?;
         let arguments = Value::Object(arguments);
+        self.tools
+            .validate(name, &arguments)
+            .map_err(McpError::invalid_params)?;
         let responses = match req.params.get("inputResponses") {
             None => None,
             Some(Value::Object(r)) if r.len() <= MAX_INPUT_RESPONSES => Some(r.clone()),
@@ -523,8 +589,11 @@ impl McpService {
                 ));
             }
         };
-        // Answers: those carried in the state, plus new ones for keys that are outstanding
-        // (without a state, every answer is offered to the job, which looks up its own keys).
+        // Answers: those carried in the state, plus new ones for keys that are outstanding.
+        // Without a state, every answer is offered to the job, which reads only the keys it
+        // asks for and checks each answer's shape itself: SEP-2322 lets a client answer without
+        // a `requestState` (a server need not issue one), and the conformance suite's
+        // `input-required-result-ignore-extra-params` requires that such answers count.
         let mut inputs = Map::new();
         let mut checkpoint = Value::Null;
         if let Some(s) = &state {
@@ -559,22 +628,26 @@ impl McpService {
                 meta.client_capabilities.clone(),
                 sink,
             )
+            .for_tenant(tenant)
         };
+        // The work the call claims, against the per-task quotas, before anything runs.
+        if let Err(q) = crate::engine::check_claim(self.engine.quotas(), tool.claim(&arguments)) {
+            return Ok(self.respond(&req.id, self.quota_refusal(&q)));
+        }
         if as_task {
             let ctx = make_ctx(ProgressSink::latest_only());
             let outcome = match tool.preflight(&ctx).await {
                 Ok(Preflight::Proceed(cp)) => {
-                    let task = self
-                        .engine
-                        .create_task(
-                            tenant,
-                            name,
-                            arguments.clone(),
-                            cp,
-                            meta.client_capabilities.clone(),
-                        )
-                        .await?;
-                    CallOutcome::Result(finish(task.to_create_result(), "task", &self.meta))
+                    let caps = meta.client_capabilities.clone();
+                    match self
+                        .create(tenant, name, &tool, &arguments, cp, caps)
+                        .await?
+                    {
+                        Ok(task) => {
+                            CallOutcome::Result(finish(task.to_create_result(), "task", &self.meta))
+                        }
+                        Err(q) => self.quota_refusal(&q),
+                    }
                 }
                 Ok(Preflight::NeedInput(reqs)) => {
                     self.input_required(tenant, name, &arguments, &ctx, reqs.into_iter().collect())
@@ -706,6 +779,42 @@ impl McpService {
         })
     }
 
+    /// Admits and creates a task (both lanes): `Ok(Err(_))` is a quota refusal.
+    async fn create(
+        &self,
+        tenant: &str,
+        name: &str,
+        tool: &Arc<dyn Tool>,
+        arguments: &Value,
+        checkpoint: Value,
+        client_capabilities: Value,
+    ) -> Result<Result<crate::task::TaskRecord, crate::quota::QuotaExceeded>, McpError> {
+        match self.engine.admit(tenant, tool.claim(arguments)).await {
+            Ok(()) => {}
+            Err(CreateError::Quota(q)) => return Ok(Err(q)),
+            Err(CreateError::Failed(e)) => return Err(e),
+        }
+        self.engine
+            .create_task(
+                tenant,
+                name,
+                arguments.clone(),
+                checkpoint,
+                client_capabilities,
+            )
+            .await
+            .map(Ok)
+    }
+
+    /// A quota refusal: a tool error the model reads, naming the limit and when to retry.
+    fn quota_refusal(&self, q: &crate::quota::QuotaExceeded) -> CallOutcome {
+        CallOutcome::Result(finish(
+            q.to_tool_result().as_object().cloned().unwrap_or_default(),
+            "complete",
+            &self.meta,
+        ))
+    }
+
     fn respond(&self, id: &Value, outcome: CallOutcome) -> Reply {
         match outcome {
             CallOutcome::Result(m) => Reply::json(200, success(id, m)),
@@ -835,12 +944,55 @@ fn accepts_sse(headers: &HeaderMap) -> bool {
         .any(|v| v.contains("text/event-stream"))
 }
 
-/// `host:port` → `host` (IPv6 literals keep their brackets).
-fn strip_port(host: &str) -> &str {
-    if host.starts_with('[') {
-        return host.split_inclusive(']').next().unwrap_or(host);
+/// The host of a `host[:port]` authority (a `Host` header, or an `Origin`'s): a name or IPv4
+/// address of letters, digits, `-`, `.`, `_` and `~`, or an IPv6 literal in brackets (kept);
+/// the port, if any, 1 to 5 digits. `None` for anything else — userinfo (`localhost:1@evil`),
+/// a port that is not a number (`localhost:evil.example`), an empty host, spaces, a path.
+fn authority_host(authority: &str) -> Option<&str> {
+    let end = if authority.starts_with('[') {
+        let close = authority.find(']')?;
+        let inner = &authority[1..close];
+        if inner.is_empty()
+            || !inner
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+        {
+            return None;
+        }
+        close + 1
+    } else {
+        let end = authority.find(':').unwrap_or(authority.len());
+        let name = &authority[..end];
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'))
+        {
+            return None;
+        }
+        end
+    };
+    let (host, rest) = authority.split_at(end);
+    match rest.strip_prefix(':') {
+        None if rest.is_empty() => Some(host),
+        Some(port) if (1..=5).contains(&port.len()) && port.bytes().all(|b| b.is_ascii_digit()) => {
+            Some(host)
+        }
+        _ => None,
     }
-    host.split(':').next().unwrap_or(host)
+}
+
+/// The host of an `Origin` value, which is `scheme://host[:port]` and nothing more (RFC 6454):
+/// no path, no userinfo; `null` and anything malformed give `None`.
+fn origin_host(origin: &str) -> Option<&str> {
+    let (scheme, authority) = origin.split_once("://")?;
+    let mut b = scheme.bytes();
+    let scheme_ok = b.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && b.all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'));
+    if !scheme_ok {
+        return None;
+    }
+    authority_host(authority)
 }
 
 #[cfg(test)]
@@ -849,8 +1001,57 @@ mod tests {
 
     #[test]
     fn ports_are_stripped_from_hosts() {
-        assert_eq!(strip_port("localhost:8787"), "localhost");
-        assert_eq!(strip_port("[::1]:80"), "[::1]");
-        assert_eq!(strip_port("127.0.0.1"), "127.0.0.1");
+        assert_eq!(authority_host("localhost:8787"), Some("localhost"));
+        assert_eq!(authority_host("[::1]:80"), Some("[::1]"));
+        assert_eq!(authority_host("[::1]"), Some("[::1]"));
+        assert_eq!(authority_host("127.0.0.1"), Some("127.0.0.1"));
+        assert_eq!(authority_host("mcp.test"), Some("mcp.test"));
+    }
+
+    #[test]
+    fn malformed_authorities_name_no_host() {
+        for bad in [
+            "",
+            ":80",
+            "localhost:",
+            "localhost:evil.example",
+            "localhost:1@evil.example",
+            "user@localhost",
+            "localhost:80:80",
+            "localhost:123456",
+            "localhost:8o",
+            "local host",
+            "localhost/x",
+            "[::1",
+            "[]:80",
+            "[::1]x",
+            "[::1]:evil",
+            "[::1@evil]",
+        ] {
+            assert_eq!(authority_host(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn origins_are_parsed_whole() {
+        assert_eq!(origin_host("http://localhost:8787"), Some("localhost"));
+        assert_eq!(origin_host("https://127.0.0.1"), Some("127.0.0.1"));
+        assert_eq!(origin_host("http://[::1]:3000"), Some("[::1]"));
+        assert_eq!(origin_host("vscode-webview://abc"), Some("abc"));
+        for bad in [
+            "null",
+            "localhost",
+            "http://localhost:evil.example",
+            "http://localhost:1@evil.example",
+            "http://user@localhost",
+            "http://localhost/path",
+            "http://localhost:80/",
+            "http://",
+            "://localhost",
+            "1http://localhost",
+            "ht tp://localhost",
+        ] {
+            assert_eq!(origin_host(bad), None, "{bad:?}");
+        }
     }
 }

@@ -14,7 +14,9 @@
 //! or less); long waits are fine as they are cancelled by dropping the step's future.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
@@ -98,6 +100,30 @@ impl ProgressSink {
     }
 }
 
+/// The process-wide CPU pool: as many places as cores, shared between tenants in turn, so a
+/// tenant with many CPU-bound jobs waits behind its own steps, never in front of another
+/// tenant's (see [`crate::quota::FairGate`]).
+static CPU_POOL: LazyLock<Arc<crate::quota::FairGate>> = LazyLock::new(|| {
+    let cores = std::thread::available_parallelism().map_or(2, usize::from);
+    crate::quota::FairGate::new(cores, cores)
+});
+
+/// Runs CPU-bound work for `tenant` off the async threads, on a place of the fair CPU pool;
+/// returns its result and the time it ran there.
+pub async fn cpu<T: Send + 'static>(
+    tenant: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<(T, Duration), JobError> {
+    let _place = CPU_POOL.acquire(tenant).await;
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let out = work();
+        (out, started.elapsed())
+    })
+    .await
+    .map_err(|_| JobError::Protocol(ErrorObject::internal("The CPU-bound work stopped")))
+}
+
 /// What a step can see and do.
 pub struct JobContext {
     arguments: Value,
@@ -106,6 +132,8 @@ pub struct JobContext {
     client_capabilities: Value,
     progress: ProgressSink,
     steps_this_run: u64,
+    tenant: String,
+    cpu_used_ms: Arc<AtomicU64>,
 }
 
 impl JobContext {
@@ -124,7 +152,32 @@ impl JobContext {
             client_capabilities,
             progress,
             steps_this_run: 0,
+            tenant: String::new(),
+            cpu_used_ms: Arc::default(),
         }
+    }
+
+    /// The same context, run on behalf of `tenant` (whose turn on the CPU pool it takes).
+    pub fn for_tenant(mut self, tenant: &str) -> Self {
+        self.tenant = tenant.to_owned();
+        self
+    }
+
+    /// Runs CPU-bound work off the async threads, on the caller's tenant's turn of the fair
+    /// CPU pool; the time it takes counts against the task's CPU quota.
+    pub async fn cpu<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, JobError> {
+        let (out, took) = cpu(&self.tenant, work).await?;
+        self.cpu_used_ms
+            .fetch_add(took.as_millis() as u64, Ordering::Relaxed);
+        Ok(out)
+    }
+
+    /// CPU time used through [`cpu`](Self::cpu) since this context was made, in milliseconds.
+    pub fn cpu_used_ms(&self) -> u64 {
+        self.cpu_used_ms.load(Ordering::Relaxed)
     }
 
     /// The raw arguments object.

@@ -3,6 +3,7 @@
 //!
 //! Map of the crate, from the wire inwards:
 //! - [`http`] — the one HTTP edge (an axum router), used locally and on Lambda alike;
+//! - [`edge`] — the local server's listener: header/body read timeouts and a connection cap;
 //! - [`handler`] — the HTTP-agnostic endpoint: validation, dispatch, errors → bytes (once);
 //! - [`auth`] — the OAuth 2.1 resource server (bearer JWTs, tenant from a claim);
 //! - [`protocol`] — JSON-RPC envelope, `_meta`, header rules, error codes, sealed `requestState`;
@@ -11,6 +12,7 @@
 //! - [`jobs`] — the step-wise job API tools implement;
 //! - [`tools`] — the tool registry, built-in tools and conformance fixtures;
 //! - [`task`] — the task record and its status machine;
+//! - [`quota`] — per-tenant quotas and fair sharing (the fair gate of the worker and CPU pools);
 //! - [`store`], [`queue`] — the ports, with local adapters (memory, embedded redb, in-process);
 //! - [`local`] — the all-in-one embedded server behind `mcp-tasks serve`;
 //! - `fault` (feature `fault-injection`, tests only) — duplicate delivery and crash points;
@@ -25,6 +27,7 @@ pub mod auth;
 #[cfg(feature = "aws")]
 pub mod aws;
 pub mod clock;
+pub mod edge;
 pub mod engine;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
@@ -34,6 +37,7 @@ pub mod jobs;
 pub mod local;
 pub mod protocol;
 pub mod queue;
+pub mod quota;
 pub mod store;
 pub mod task;
 pub mod tools;

@@ -10,8 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::collections::HashSet;
+use std::sync::Mutex;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, mpsc, watch};
+
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::auth::{AuthSettings, Authenticator};
@@ -19,6 +22,7 @@ use crate::engine::{Engine, TaskSettings};
 use crate::handler::{McpService, ServiceConfig};
 use crate::protocol::state::StateSealer;
 use crate::queue::{LocalQueue, WorkMessage, WorkQueue};
+use crate::quota::FairGate;
 use crate::store::TaskStore;
 use crate::store::embedded::EmbeddedStore;
 use crate::tools::{Registry, Tool};
@@ -54,6 +58,8 @@ pub struct LocalOptions {
     pub sweep_every: Duration,
     /// Bearer-token auth; `None` serves every request as the local tenant (loopback only).
     pub auth: Option<AuthSettings>,
+    /// Bounds of the HTTP listener: header and body read timeouts, connection cap.
+    pub edge: crate::edge::EdgeSettings,
     /// Injected faults (tests only).
     #[cfg(feature = "fault-injection")]
     pub faults: crate::fault::Faults,
@@ -72,6 +78,7 @@ impl LocalOptions {
             max_concurrent_jobs: 10_000,
             sweep_every: Duration::from_secs(15),
             auth: None,
+            edge: crate::edge::EdgeSettings::default(),
             #[cfg(feature = "fault-injection")]
             faults: crate::fault::Faults::default(),
         }
@@ -133,6 +140,59 @@ impl LocalServer {
     }
 }
 
+/// Creates the data directory readable by its owner only (0700). A directory that already
+/// holds our files (a database or key from an older version, which made it 0755) is tightened
+/// the same way; any other existing directory is left as it is, with a warning when others
+/// can read it.
+fn private_data_dir(dir: &Path) -> Result<(), std::io::Error> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+        if !dir.exists() {
+            return std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir);
+        }
+        let mode = std::fs::metadata(dir)?.permissions().mode();
+        if mode & 0o077 != 0 {
+            if dir.join("tasks.redb").exists() || dir.join("state.key").exists() {
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+                tracing::info!(dir = %dir.display(), "data directory made private (0700)");
+            } else {
+                tracing::warn!(dir = %dir.display(), mode = format!("{:o}", mode & 0o777), "the data directory is readable by other users");
+            }
+        }
+        Ok(())
+    }
+    #[cfg(not(unix))]
+    std::fs::create_dir_all(dir)
+}
+
+/// Creates `path` readable by its owner only (0600), or makes an existing one so, before the
+/// database opens it (redb would create it with the umask's mode, usually 0644).
+fn private_file(path: &Path) -> Result<(), std::io::Error> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        if path.exists() {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        } else {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map(drop)
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        Ok(())
+    }
+}
+
 /// The request-state key: created once per data directory, so `requestState` values survive
 /// a restart.
 fn state_key(dir: &Path) -> Result<[u8; 32], std::io::Error> {
@@ -168,10 +228,11 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
         path: opts.data_dir.clone(),
         source,
     };
-    std::fs::create_dir_all(&opts.data_dir).map_err(dir_err)?;
+    private_data_dir(&opts.data_dir).map_err(dir_err)?;
     let key = state_key(&opts.data_dir).map_err(dir_err)?;
-    let store: Arc<dyn TaskStore> =
-        Arc::new(EmbeddedStore::open(&opts.data_dir.join("tasks.redb"))?);
+    let db = opts.data_dir.join("tasks.redb");
+    private_file(&db).map_err(dir_err)?;
+    let store: Arc<dyn TaskStore> = Arc::new(EmbeddedStore::open(&db)?);
     let (queue, rx) = LocalQueue::new();
     let queue: Arc<dyn WorkQueue> = Arc::new(queue);
     #[cfg(feature = "fault-injection")]
@@ -197,6 +258,7 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
     let engine = Engine::new(store.clone(), queue.clone(), opts.tasks.clone());
     #[allow(unused_mut)]
     let mut worker_settings = opts.worker.clone();
+    worker_settings.quotas = opts.tasks.quotas.clone();
     #[cfg(feature = "fault-injection")]
     if let Some(n) = opts.faults.max_interruptions {
         worker_settings.max_interruptions = n;
@@ -212,14 +274,10 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
     tokio::spawn(run_worker_pool(
         worker,
         rx,
-        opts.max_concurrent_jobs,
+        FairGate::new(opts.max_concurrent_jobs, opts.tasks.quotas.max_running_jobs),
         stop.clone(),
     ));
-    match engine.recover().await {
-        Ok(0) => {}
-        Ok(n) => tracing::info!(tasks = n, "recovered unfinished tasks"),
-        Err(e) => tracing::error!(error = %e, "start-up recovery failed"),
-    }
+    let recovery = engine.clone();
     tokio::spawn(run_sweep(engine.clone(), opts.sweep_every, stop.clone()));
 
     let mut service = McpService::new(
@@ -242,16 +300,23 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
         addr: opts.listen,
         source,
     })?;
-    let app = crate::http::router(service);
-    let http = tokio::spawn(async move {
-        let graceful = async move {
-            let _ = stop.wait_for(|s| *s).await;
-        };
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(graceful)
-            .await
-        {
-            tracing::error!(error = %e, "HTTP server stopped");
+    let graceful = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    let http = tokio::spawn(crate::edge::serve(
+        listener,
+        service,
+        opts.edge.clone(),
+        graceful,
+    ));
+    // Serve first, recover after: the listener answers at once (a client that finds no server
+    // for a few seconds gives up on it), while the interrupted tasks are released and re-queued
+    // in the background, many writes to a commit.
+    tokio::spawn(async move {
+        match recovery.recover().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(tasks = n, "recovered unfinished tasks"),
+            Err(e) => tracing::error!(error = %e, "start-up recovery failed"),
         }
     });
     Ok(LocalServer {
@@ -262,25 +327,43 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
 }
 
 /// Runs every message as its own tokio task (jobs mostly wait on I/O, so thousands run at
-/// once), bounded by a semaphore.
+/// once), each waiting for a place of the fair gate: at most `max_concurrent_jobs` in all and
+/// `max_running_jobs` per tenant, freed places going to the tenants in turn, so one tenant's
+/// backlog never delays another's work by more than the next free place. A task already
+/// waiting for a place is not queued twice (the sweep re-sends tasks that wait long), so the
+/// waiting set is bounded by the tenants' active tasks.
 async fn run_worker_pool(
     worker: Arc<Worker>,
     mut rx: mpsc::UnboundedReceiver<WorkMessage>,
-    max: usize,
+    gate: Arc<FairGate>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let permits = Arc::new(Semaphore::new(max.max(1)));
+    let waiting: Arc<Mutex<HashSet<(String, String)>>> = Arc::default();
     loop {
         let msg = tokio::select! {
             m = rx.recv() => match m { Some(m) => m, None => return },
             _ = stop.wait_for(|s| *s) => return,
         };
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
-        let worker = worker.clone();
+        let key = (msg.tenant.clone(), msg.task_id.clone());
+        if !waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.clone())
+        {
+            continue;
+        }
+        let (worker, gate, waiting) = (worker.clone(), gate.clone(), waiting.clone());
+        let mut stop = stop.clone();
         tokio::spawn(async move {
-            let _permit = permit;
+            let place = tokio::select! {
+                p = gate.acquire(&msg.tenant) => Some(p),
+                _ = stop.wait_for(|s| *s) => None,
+            };
+            waiting
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
+            let Some(_place) = place else { return };
             // `Outcome::Busy` is dropped too: after start-up recovery every live lease belongs
             // to a run in this process, which finishes the job itself.
             if let Err(e) = worker.handle(&msg, None).await {
@@ -307,5 +390,63 @@ async fn run_sweep(engine: Engine, every: Duration, mut stop: watch::Receiver<bo
             Ok(n) => tracing::info!(tasks = n, "purged expired tasks"),
             Err(e) => tracing::error!(error = %e, "purging expired tasks failed"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::TaskSettings;
+    use crate::store::memory::MemoryStore;
+
+    #[tokio::test]
+    async fn a_task_waiting_for_a_place_is_queued_once_however_often_it_is_sent() {
+        let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
+        let (queue, rx) = LocalQueue::new();
+        let queue: Arc<dyn WorkQueue> = Arc::new(queue);
+        let registry = Arc::new(Registry::new(crate::tools::builtin::builtin_tools()));
+        let engine = Engine::new(store.clone(), queue.clone(), TaskSettings::default());
+        let worker = Arc::new(Worker::new(
+            store,
+            queue.clone(),
+            registry,
+            WorkerSettings::default(),
+        ));
+        // One place, held: everything sent waits.
+        let gate = FairGate::new(1, 1);
+        let held = gate.acquire("someone-else").await;
+        let (_stop_tx, stop) = watch::channel(false);
+        tokio::spawn(run_worker_pool(worker, rx, gate.clone(), stop));
+        let task = engine
+            .create_task(
+                "t",
+                "wait",
+                serde_json::json!({"seconds": 0}),
+                serde_json::Value::Null,
+                serde_json::json!({}),
+            )
+            .await
+            .unwrap();
+        // The sweep re-sends a waiting task every round: a thousand rounds.
+        for _ in 0..1000 {
+            engine.sweep(Duration::ZERO).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(gate.waiting("t"), 1, "one waiter, not one per message");
+        drop(held);
+        // It runs once its turn comes.
+        for _ in 0..100 {
+            if engine
+                .get("t", &task.task_id)
+                .await
+                .unwrap()
+                .status
+                .is_terminal()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the task never ran");
     }
 }

@@ -146,6 +146,18 @@ pub struct TaskRecord {
     /// The client capabilities of the creating request (they gate which input kinds a job may ask).
     #[serde(default)]
     pub client_capabilities: Value,
+    /// CPU time the job has used on the CPU pool so far, in milliseconds (saved with each
+    /// checkpoint; checked against the per-task CPU quota).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cpu_ms: u64,
+    /// Time the job has run under a lease so far, in milliseconds (saved with each checkpoint;
+    /// checked against the per-task wall-time quota).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub run_ms: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl TaskRecord {
@@ -183,6 +195,8 @@ impl TaskRecord {
             attempts: 0,
             interruptions: 0,
             client_capabilities,
+            cpu_ms: 0,
+            run_ms: 0,
         }
     }
 

@@ -45,6 +45,9 @@ pub struct WorkerSettings {
     /// A job whose runs died this many times in a row without saving a checkpoint (crash,
     /// panic, lost store) is failed instead of being retried forever.
     pub max_interruptions: u32,
+    /// The per-task limits a running job is held to (wall time under a lease, CPU time on the
+    /// CPU pool); the hosts copy them from their [`crate::quota::Quotas`].
+    pub quotas: crate::quota::Quotas,
 }
 
 impl Default for WorkerSettings {
@@ -55,9 +58,15 @@ impl Default for WorkerSettings {
             checkpoint_every: Duration::from_secs(1),
             deadline_margin: Duration::from_secs(5),
             max_interruptions: 5,
+            quotas: crate::quota::Quotas::default(),
         }
     }
 }
+
+/// How far past the wall-time quota a run may go before it is stopped: a job that claimed
+/// exactly the limit (a day-long `wait` under a one-day limit) finishes, with the time its
+/// steps and writes took on top.
+const WALL_GRACE: Duration = Duration::from_secs(60);
 
 /// What became of one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +85,14 @@ pub enum Outcome {
     Continued,
     /// Another writer took over (cancel, lost lease); nothing more for us to do.
     Superseded,
+    /// The task's tenant already runs as many jobs as it may: nothing was run or written; send
+    /// the work again after this long (an SQS consumer re-sends a fresh message and deletes
+    /// this one, so waiting its turn never counts towards the dead-letter limit).
+    Deferred(Duration),
 }
+
+/// How long a message waits when its tenant is at its running-jobs limit.
+pub const DEFER_DELAY: Duration = Duration::from_secs(5);
 
 /// A failure the message should be retried for (the store or queue was unavailable).
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +114,7 @@ pub struct Worker {
     tools: Arc<Registry>,
     settings: WorkerSettings,
     instance: String,
+    slots: Option<Arc<dyn crate::quota::RunSlots>>,
 }
 
 /// Why a run stopped before its job said so.
@@ -133,7 +150,15 @@ impl Worker {
             tools,
             settings,
             instance,
+            slots: None,
         }
+    }
+
+    /// Holds each tenant to [`crate::quota::Quotas::max_running_jobs`] across processes
+    /// through `slots` (the Lambda worker; runs with a deadline only).
+    pub fn with_run_slots(mut self, slots: Arc<dyn crate::quota::RunSlots>) -> Self {
+        self.slots = Some(slots);
+        self
     }
 
     /// Advances the task named by `msg`; `deadline` is when this invocation must have handed
@@ -146,6 +171,37 @@ impl Worker {
         // A unique owner per run: a duplicate message in the same process is a different
         // owner, so it cannot share the lease.
         let owner = format!("{}-{}", self.instance, RUNS.fetch_add(1, Ordering::Relaxed));
+        let (Some(slots), Some(deadline)) = (&self.slots, deadline) else {
+            return self.handle_as(msg, &owner, deadline).await;
+        };
+        // The tenant's place first: a tenant at its limit waits its turn with nothing read or
+        // written. The place is held until this invocation must have ended (plus a lease, for
+        // the hand-over), so a run that dies frees it by itself.
+        let until = now_ms()
+            + deadline
+                .saturating_duration_since(Instant::now())
+                .as_millis() as u64
+            + self.settings.lease.as_millis() as u64;
+        let max = self.settings.quotas.max_running_jobs;
+        if !slots.take(&msg.tenant, &owner, max, until).await? {
+            tracing::info!(task_id = %msg.task_id, max, "quota.deferred: the tenant runs as many jobs as it may");
+            return Ok(Outcome::Deferred(DEFER_DELAY));
+        }
+        let outcome = self.handle_as(msg, &owner, Some(deadline)).await;
+        if let Err(e) = slots.release(&msg.tenant, &owner).await {
+            // It frees itself when its time is up.
+            tracing::warn!(task_id = %msg.task_id, error = %e, "releasing a running place failed");
+        }
+        outcome
+    }
+
+    async fn handle_as(
+        &self,
+        msg: &WorkMessage,
+        owner: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Outcome, WorkerError> {
+        let owner = owner.to_owned();
         let mut task = match self.acquire(msg, &owner).await? {
             Ok(task) => task,
             Err(outcome) => return Ok(outcome),
@@ -218,6 +274,16 @@ impl Worker {
             if task.status.is_terminal() || task.is_expired(now) {
                 return Ok(Err(Outcome::Dropped));
             }
+            // A live run owns the task, cancel asked or not: it sees the request at its next
+            // check and writes `cancelled` once its step has stopped. Writing it here (a
+            // duplicate delivery meanwhile) would say "stopped" while that step still runs.
+            if task.status == TaskStatus::Working
+                && let Some(l) = task.lease.as_ref().filter(|l| l.expires_at_ms > now)
+            {
+                return Ok(Err(Outcome::Busy(Duration::from_millis(
+                    l.expires_at_ms - now,
+                ))));
+            }
             if task.cancel_requested {
                 let _ = task.cancel();
                 match self.store.update(&task).await {
@@ -286,7 +352,10 @@ impl Worker {
             task.input_responses.clone().into_iter().collect(),
             task.client_capabilities.clone(),
             progress.clone(),
-        );
+        )
+        .for_tenant(&task.tenant);
+        // What earlier runs used, plus this run's, against the per-task quotas.
+        let (base_cpu_ms, base_run_ms, run_started) = (task.cpu_ms, task.run_ms, Instant::now());
         // Keep the margin, but never more than half of the time left. And whatever the
         // deadline says, every run completes at least one step before it hands over: a job can
         // then never be handed on and on without progress (a step that outlives the
@@ -337,6 +406,17 @@ impl Worker {
                 }
                 Err(i) => return self.interrupted(&mut task, owner, i).await,
             };
+            task.cpu_ms = base_cpu_ms + ctx.cpu_used_ms();
+            task.run_ms = base_run_ms + run_started.elapsed().as_millis() as u64;
+            if matches!(step, Ok(Step::Continue(_)))
+                && let Some(over) = self.over_quota(&task)
+            {
+                tracing::info!(task_id = %task.task_id, limit = over.limit.as_str(), "quota.stopped");
+                let result = over.to_tool_result();
+                return self
+                    .finish(&mut task, owner, |t| t.complete(result.clone()))
+                    .await;
+            }
             match step {
                 Ok(Step::Continue(cp)) => {
                     ctx.set_checkpoint(cp);
@@ -405,6 +485,41 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// The per-task limit a job has gone past, judging by what it used (this run included).
+    fn over_quota(&self, task: &TaskRecord) -> Option<crate::quota::QuotaExceeded> {
+        use crate::quota::{Limit, QuotaExceeded};
+        let q = &self.settings.quotas;
+        let stop = |limit, what: &str, used_ms: u64, max: Duration| QuotaExceeded {
+            limit,
+            max: max.as_secs_f64(),
+            retry_after: None,
+            message: format!(
+                "The job was stopped: it used {:.0} s of {what}, more than the {:.0} s one task \
+                 may use here. Ask for less work per call (split it into smaller calls).",
+                used_ms as f64 / 1000.0,
+                max.as_secs_f64()
+            ),
+        };
+        let wall = q.max_task_wall + WALL_GRACE;
+        if task.run_ms > wall.as_millis() as u64 {
+            return Some(stop(
+                Limit::TaskWallTime,
+                "running time",
+                task.run_ms,
+                q.max_task_wall,
+            ));
+        }
+        if task.cpu_ms > q.max_task_cpu.as_millis() as u64 {
+            return Some(stop(
+                Limit::TaskCpuTime,
+                "CPU time",
+                task.cpu_ms,
+                q.max_task_cpu,
+            ));
+        }
+        None
     }
 
     /// Re-reads the task: interrupts on cancellation or a lost lease; renews the lease and
@@ -648,12 +763,14 @@ impl Worker {
     }
 }
 
-/// Takes the stored record as the new base, keeping this run's checkpoint (which only this
-/// run writes while it holds the lease).
+/// Takes the stored record as the new base, keeping this run's checkpoint and usage counts
+/// (which only this run writes while it holds the lease).
 fn adopt(task: &mut TaskRecord, stored: TaskRecord) {
-    let checkpoint = std::mem::replace(task, stored).checkpoint;
+    let ours = std::mem::replace(task, stored);
     if task.status == TaskStatus::Working {
-        task.checkpoint = checkpoint;
+        task.checkpoint = ours.checkpoint;
+        task.cpu_ms = ours.cpu_ms;
+        task.run_ms = ours.run_ms;
     }
 }
 
@@ -699,6 +816,16 @@ mod tests {
                 return Ok(Step::Done(text_result(format!("counted to {n}"))));
             }
             tokio::time::sleep(Duration::from_millis(ms)).await;
+            if let Some(cpu_ms) = ctx.arguments()["cpu_ms"].as_u64() {
+                // Busy on the CPU pool for `cpu_ms` (counted against the CPU quota).
+                ctx.cpu(move || {
+                    let until = std::time::Instant::now() + Duration::from_millis(cpu_ms);
+                    while std::time::Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                })
+                .await?;
+            }
             Ok(Step::Continue(json!(at + 1)))
         }
     }
@@ -762,6 +889,7 @@ mod tests {
             checkpoint_every: Duration::ZERO,
             deadline_margin: Duration::from_millis(50),
             max_interruptions: 5,
+            ..WorkerSettings::default()
         }
     }
 
@@ -1089,5 +1217,66 @@ mod tests {
         let out = r.worker.handle(&msg, Some(Instant::now())).await.unwrap();
         assert_eq!(out, Outcome::Continued);
         assert_eq!(status(&r, &msg).await.checkpoint.as_u64(), Some(1));
+    }
+
+    #[tokio::test]
+    async fn a_job_past_its_cpu_quota_is_stopped_with_the_quota_result() {
+        let mut settings = fast();
+        settings.quotas.max_task_cpu = Duration::from_millis(100);
+        let mut r = rig(settings);
+        let msg = create(&mut r, json!({"n": 1000, "ms": 1, "cpu_ms": 30})).await;
+        let out = r.worker.handle(&msg, None).await.unwrap();
+        assert_eq!(out, Outcome::Finished(TaskStatus::Completed));
+        let t = status(&r, &msg).await;
+        let result = t.result.clone().unwrap();
+        assert_eq!(result["isError"], true, "{result}");
+        assert_eq!(result["_meta"]["mcp-tasks/quota"]["limit"], "task_cpu_time");
+        assert!(t.cpu_ms > 100 && t.cpu_ms < 1000, "cpu_ms {}", t.cpu_ms);
+        let steps: u64 = serde_json::from_value(t.checkpoint.clone()).unwrap_or(0);
+        assert!(steps < 10, "stopped after a few steps, not {steps}");
+        assert_eq!(r.finished.load(Ordering::SeqCst), 0, "never ran to its end");
+    }
+
+    #[tokio::test]
+    async fn used_cpu_survives_a_hand_over() {
+        let mut settings = fast();
+        settings.quotas.max_task_cpu = Duration::from_secs(60);
+        let mut r = rig(settings);
+        let msg = create(&mut r, json!({"n": 1000, "ms": 1, "cpu_ms": 20})).await;
+        // A short invocation: a few steps, then a hand-over that saves what was used.
+        let deadline = Instant::now() + Duration::from_millis(150);
+        let out = r.worker.handle(&msg, Some(deadline)).await.unwrap();
+        assert_eq!(out, Outcome::Continued);
+        let t = status(&r, &msg).await;
+        assert!(t.cpu_ms >= 20, "cpu_ms {}", t.cpu_ms);
+        assert!(
+            t.run_ms >= t.cpu_ms,
+            "run_ms {} cpu_ms {}",
+            t.run_ms,
+            t.cpu_ms
+        );
+    }
+
+    #[tokio::test]
+    async fn a_duplicate_during_a_cancel_never_writes_cancelled_under_a_live_run() {
+        let mut r = rig(fast());
+        let msg = create(&mut r, json!({"n": 1000, "ms": 5})).await;
+        let mut t = status(&r, &msg).await;
+        // Another run holds the task, and the client asked to cancel.
+        t.lease = Some(Lease {
+            owner: "the-other-run".into(),
+            expires_at_ms: now_ms() + 60_000,
+        });
+        t.cancel_requested = true;
+        r.store.update(&t).await.unwrap();
+        let out = r.worker.handle(&msg, None).await.unwrap();
+        assert!(matches!(out, Outcome::Busy(_)), "{out:?}");
+        let after = status(&r, &msg).await;
+        assert_eq!(
+            after.status,
+            TaskStatus::Working,
+            "the live run writes cancelled itself"
+        );
+        assert_eq!(after.lease.unwrap().owner, "the-other-run");
     }
 }

@@ -754,3 +754,23 @@ async fn a_lost_answer_to_a_conditional_write_is_not_a_conflict() {
     }
     drop_table(&c, direct.table_name()).await;
 }
+
+#[tokio::test]
+async fn the_per_tenant_running_guard_passes_its_contract_on_the_table() {
+    let Some(client) = client().await else { return };
+    let store = fresh_store(&client).await;
+    mcp_tasks_core::quota::run_slots_contract::run_all(&store, "slots").await;
+    // The guard's items are invisible to every task listing.
+    use mcp_tasks_core::store::TaskStore as _;
+    assert!(store.list_active(None, 100).await.unwrap().is_empty());
+    assert!(
+        store
+            .list_tenant_active("slots-a", None, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.count_tenant_active("slots-a", 100).await.unwrap(), 0);
+    assert!(store.list_expired(u64::MAX, 100).await.unwrap().is_empty());
+    drop_table(&client, store.table_name()).await;
+}

@@ -498,6 +498,7 @@ impl Rig {
         let ports = Ports {
             store: self.store.clone(),
             queue: self.queue.clone(),
+            run_slots: None,
         };
         Sweeper::new(&config, &ports)
     }
@@ -705,6 +706,7 @@ fn name(outcome: &Result<Outcome, mcp_tasks_core::worker::WorkerError>) -> &'sta
         Ok(Outcome::WaitingForInput) => "waiting",
         Ok(Outcome::Continued) => "continued",
         Ok(Outcome::Superseded) => "superseded",
+        Ok(Outcome::Deferred(_)) => "deferred",
         Err(_) => "error",
     }
 }
@@ -868,6 +870,7 @@ fn settings(lease: Duration) -> WorkerSettings {
         checkpoint_every: Duration::ZERO,
         deadline_margin: Duration::from_millis(100),
         max_interruptions: 5,
+        ..WorkerSettings::default()
     }
 }
 
@@ -1583,6 +1586,7 @@ async fn the_lambda_worker_handler_completes_duplicated_work_once() {
     let ports = Ports {
         store: rig.store.clone(),
         queue: twice,
+        run_slots: None,
     };
     let workers: Vec<Arc<SqsWorker>> = (0..2)
         .map(|_| {

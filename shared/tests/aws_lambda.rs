@@ -102,9 +102,11 @@ async fn a_task_runs_end_to_end_through_the_lambda_handlers() {
     let queue_url = SqsQueue::create_queue(&sqs, &common::unique("mcp-tasks-e2e"))
         .await
         .expect("CreateQueue");
+    let store = Arc::new(DynamoStore::new(dynamo.clone(), table.clone()));
     let ports = Ports {
-        store: Arc::new(DynamoStore::new(dynamo.clone(), table.clone())),
+        store: store.clone(),
         queue: Arc::new(SqsQueue::new(sqs.clone(), queue_url.clone())),
+        run_slots: Some(store),
     };
 
     // mcp: tools/call as a task → item in DynamoDB, message in SQS.

@@ -137,3 +137,47 @@ async fn sending_to_a_missing_queue_is_an_error_not_a_panic() {
         .expect_err("sending to a missing queue fails");
     assert!(!err.0.is_empty());
 }
+
+#[tokio::test]
+async fn each_message_carries_its_tenants_message_group() {
+    let Some(endpoint) = common::endpoints("aws_sqs", [common::SQS]).map(|[e]| e) else {
+        return;
+    };
+    let client = client(&endpoint).await;
+    let url = SqsQueue::create_queue(&client, &common::unique("mcp-tasks-groups"))
+        .await
+        .expect("CreateQueue");
+    let queue = SqsQueue::new(client.clone(), url.clone());
+    for tenant in ["alice", "bob"] {
+        let msg = WorkMessage {
+            tenant: tenant.into(),
+            task_id: format!("tsk_{tenant}"),
+            kind: WorkKind::Start,
+        };
+        queue.enqueue(msg, Duration::ZERO).await.expect("enqueue");
+    }
+    let out = client
+        .receive_message()
+        .queue_url(&url)
+        .max_number_of_messages(10)
+        .wait_time_seconds(2)
+        .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+        .send()
+        .await
+        .expect("ReceiveMessage");
+    let mut seen = 0;
+    for m in out.messages() {
+        let msg: WorkMessage = serde_json::from_str(m.body().unwrap()).unwrap();
+        let group = m
+            .attributes()
+            .and_then(|a| a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::MessageGroupId))
+            .cloned();
+        assert_eq!(
+            group.as_deref(),
+            Some(mcp_tasks_core::aws::sqs::message_group(&msg.tenant).as_str()),
+            "a standard-queue message in its tenant's fair-queue group"
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, 2);
+}

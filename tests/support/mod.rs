@@ -71,6 +71,11 @@ impl Server {
         Server { child, url, log }
     }
 
+    /// The server's process id (for /proc readings).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the process has exited by itself (an injected abort).
     pub fn exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))
@@ -151,6 +156,8 @@ pub struct Client {
     pub url: String,
     /// Client capabilities sent on every request.
     pub caps: Value,
+    /// Extra headers sent on every request (`Authorization`).
+    pub extra_headers: Vec<(String, String)>,
 }
 
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -161,7 +168,16 @@ impl Client {
             http: reqwest::Client::new(),
             url: url.to_owned(),
             caps: json!({}),
+            extra_headers: Vec::new(),
         }
+    }
+
+    /// The same client sending `Authorization: Bearer <token>`.
+    pub fn with_bearer(&self, token: &str) -> Self {
+        let mut c = self.clone();
+        c.extra_headers
+            .push(("authorization".into(), format!("Bearer {token}")));
+        c
     }
 
     /// The same client declaring the tasks extension (and elicitation).
@@ -214,7 +230,7 @@ impl Client {
     /// POSTs `body` with the given headers.
     pub async fn post_raw(&self, body: &[u8], headers: &[(String, String)]) -> Answer {
         let mut rb = self.http.post(&self.url).body(body.to_vec());
-        for (k, v) in headers {
+        for (k, v) in headers.iter().chain(&self.extra_headers) {
             rb = rb.header(k, v);
         }
         let answer = Answer::read(rb).await;
@@ -327,4 +343,40 @@ pub fn expected_hash_chain(seed: &str, rounds: u64) -> String {
         cur = Sha256::digest(cur).into();
     }
     cur.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What a crash leaves: `n` working `wait` tasks of the local tenant, each under the lease of
+/// a dead run.
+pub async fn seed_in_flight(dir: &std::path::Path, n: usize) {
+    use mcp_tasks_core::store::TaskStore as _;
+    use mcp_tasks_core::store::embedded::EmbeddedStore;
+    use mcp_tasks_core::task::{Lease, TaskRecord, new_task_id};
+    let store = std::sync::Arc::new(EmbeddedStore::open(&dir.join("tasks.redb")).unwrap());
+    let mut writes = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let store = store.clone();
+        writes.spawn(async move {
+            let mut t = TaskRecord::new(
+                "local",
+                new_task_id(),
+                "wait",
+                json!({"seconds": 3600}),
+                Some(86_400_000),
+                1000,
+                json!({}),
+            );
+            store.create(&t).await.unwrap();
+            t.lease = Some(Lease {
+                owner: "dead-process".into(),
+                expires_at_ms: u64::MAX / 2,
+            });
+            store.update(&t).await.unwrap();
+        });
+        while writes.len() >= 256 {
+            writes.join_next().await.unwrap().unwrap();
+        }
+    }
+    while let Some(r) = writes.join_next().await {
+        r.unwrap();
+    }
 }

@@ -7,7 +7,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use std::time::Duration;
 
 use mcp_tasks_core::auth::{AuthSettings, JwksSource};
+use mcp_tasks_core::edge::EdgeSettings;
 use mcp_tasks_core::local::{self, LocalOptions, ToolSet};
+use mcp_tasks_core::quota::Quotas;
 
 #[derive(Parser)]
 #[command(
@@ -38,7 +40,79 @@ enum Command {
         task_ttl_seconds: u64,
         #[command(flatten)]
         auth: AuthArgs,
+        #[command(flatten)]
+        edge: EdgeArgs,
+        #[command(flatten)]
+        quotas: QuotaArgs,
     },
+}
+
+/// Per-tenant quotas (with `--auth jwt` a tenant is a token's tenant claim; without auth
+/// everything is one local tenant). Over a quota, `tools/call` answers a tool error naming the
+/// limit and when to retry (README: "Quotas").
+#[derive(clap::Args)]
+struct QuotaArgs {
+    /// Most unfinished tasks one tenant may have.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_active_tasks: u64,
+    /// Most jobs of one tenant running at once (the rest wait their turn).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    max_running_jobs: u64,
+    /// Tasks one tenant may create per second, sustained (0: no limit).
+    #[arg(long, default_value_t = 20.0)]
+    create_per_second: f64,
+    /// Tasks one tenant may create in a burst.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    create_burst: u32,
+    /// Longest one task may run, in seconds (its running time, not time waiting for input).
+    #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    max_task_seconds: u64,
+    /// Most CPU time one task may use, in seconds.
+    #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    max_task_cpu_seconds: u64,
+    /// Most jobs running at once in all (every tenant's together).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_concurrent_jobs: u64,
+}
+
+impl QuotaArgs {
+    fn quotas(&self) -> anyhow::Result<Quotas> {
+        if !(self.create_per_second.is_finite() && (0.0..=1e6).contains(&self.create_per_second)) {
+            anyhow::bail!("--create-per-second must be a number from 0 to 1000000");
+        }
+        Ok(Quotas {
+            max_active_tasks: self.max_active_tasks as usize,
+            max_running_jobs: self.max_running_jobs as usize,
+            create_per_second: self.create_per_second,
+            create_burst: self.create_burst,
+            max_task_wall: Duration::from_secs(self.max_task_seconds),
+            max_task_cpu: Duration::from_secs(self.max_task_cpu_seconds),
+        })
+    }
+}
+
+/// Bounds of the HTTP listener against clients that connect and then dawdle.
+#[derive(clap::Args)]
+struct EdgeArgs {
+    /// Most connections served at once; over it new connections wait in the listen backlog.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    max_connections: u32,
+    /// Seconds a client has to send a request's headers (also the keep-alive idle timeout).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
+    header_read_timeout_secs: u64,
+    /// Seconds a client has to send a request's whole body (else 408, connection closed).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
+    body_read_timeout_secs: u64,
+}
+
+impl EdgeArgs {
+    fn settings(&self) -> EdgeSettings {
+        EdgeSettings {
+            header_read_timeout: Duration::from_secs(self.header_read_timeout_secs),
+            body_read_timeout: Duration::from_secs(self.body_read_timeout_secs),
+            max_connections: self.max_connections as usize,
+        }
+    }
 }
 
 /// Bearer-token authentication (an OAuth 2.1 resource server).
@@ -127,10 +201,15 @@ async fn main() -> anyhow::Result<()> {
         fixtures,
         task_ttl_seconds,
         auth,
+        edge,
+        quotas,
     } = Cli::parse().command;
     let mut opts = LocalOptions::new(listen, data_dir);
     opts.tasks.ttl_ms = Some(task_ttl_seconds * 1000);
     opts.auth = auth.settings(listen)?;
+    opts.edge = edge.settings();
+    opts.tasks.quotas = quotas.quotas()?;
+    opts.max_concurrent_jobs = quotas.max_concurrent_jobs as usize;
     if !listen.ip().is_loopback() {
         // Off loopback, clients name the host they reached (a gateway or a public name);
         // tokens, not Host checks, protect the endpoint there.

@@ -561,6 +561,35 @@ impl TaskStore for DynamoStore {
         }
     }
 
+    async fn count_tenant_active(&self, tenant: &str, at_most: usize) -> Result<usize, StoreError> {
+        // `Select=COUNT` on the tenant's index partition: index keys only, no item read (a
+        // tenant at a 1,000-task quota costs about 25 read units per count).
+        let mut n = 0usize;
+        let mut start = None;
+        while n < at_most {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(INDEX_TENANT_ACTIVE)
+                .key_condition_expression("#t = :t")
+                .expression_attribute_names("#t", ATTR_TENANT_ACTIVE)
+                .expression_attribute_values(":t", AttributeValue::S(tenant_hash(tenant)))
+                .select(aws_sdk_dynamodb::types::Select::Count)
+                .limit(i32::try_from(at_most - n).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| backend("query", &self.table, e))?;
+            n += usize::try_from(page.count()).unwrap_or(0);
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        Ok(n.min(at_most))
+    }
+
     async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
         let mut out = Vec::new();
         for shard in 0..SHARDS {
@@ -584,6 +613,104 @@ impl TaskStore for DynamoStore {
             .map_err(|e| backend("delete", &self.table, e))?;
         Ok(())
     }
+}
+
+/// The per-tenant running-jobs guard on DynamoDB: one item per tenant (key: the tenant's
+/// [`tenant_hash`] and `#runs`, which no task key can be, and without index attributes, so no
+/// listing sees it) holding a map of live runs to the time each ends, and a version. Taking a
+/// place is a consistent read, then a `PutItem` conditional on the version read (expired runs
+/// dropped on the way); releasing is an `UpdateItem` that removes the run and bumps the
+/// version. Only a tenant's own runs touch its item, so a hot tenant contends with itself only.
+#[async_trait]
+impl crate::quota::RunSlots for DynamoStore {
+    async fn take(
+        &self,
+        tenant: &str,
+        owner: &str,
+        max: usize,
+        until_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let key = runs_key(tenant);
+        for _ in 0..16 {
+            let got = self
+                .client
+                .get_item()
+                .table_name(&self.table)
+                .key(ATTR_PK, AttributeValue::S(key.clone()))
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(|e| backend("get_item", &self.table, e))?;
+            let item = got.item.unwrap_or_default();
+            let version = item
+                .get("v")
+                .and_then(|v| v.as_n().ok())
+                .and_then(|n| n.parse::<u64>().ok());
+            let now = crate::clock::now_ms();
+            let mut runs: HashMap<String, AttributeValue> = item
+                .get("runs")
+                .and_then(|r| r.as_m().ok())
+                .cloned()
+                .unwrap_or_default();
+            runs.retain(|_, until| {
+                until
+                    .as_n()
+                    .ok()
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .is_some_and(|u| u > now)
+            });
+            if runs.len() >= max && !runs.contains_key(owner) {
+                return Ok(false);
+            }
+            runs.insert(owner.to_owned(), AttributeValue::N(until_ms.to_string()));
+            let next = version.unwrap_or(0) + 1;
+            let mut put = self
+                .client
+                .put_item()
+                .table_name(&self.table)
+                .item(ATTR_PK, AttributeValue::S(key.clone()))
+                .item("runs", AttributeValue::M(runs))
+                .item("v", AttributeValue::N(next.to_string()));
+            put = match version {
+                Some(v) => put
+                    .condition_expression("v = :v")
+                    .expression_attribute_values(":v", AttributeValue::N(v.to_string())),
+                None => put.condition_expression("attribute_not_exists(pk)"),
+            };
+            match put.send().await {
+                Ok(_) => return Ok(true),
+                Err(e) if e.code() == Some("ConditionalCheckFailedException") => continue,
+                Err(e) => return Err(backend("put_item", &self.table, e)),
+            }
+        }
+        Err(StoreError::Conflict)
+    }
+
+    async fn release(&self, tenant: &str, owner: &str) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key(ATTR_PK, AttributeValue::S(runs_key(tenant)))
+            .update_expression("REMOVE runs.#o ADD v :one")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_names("#o", owner)
+            .expression_attribute_values(":one", AttributeValue::N("1".into()))
+            .send()
+            .await
+            .map(|_| ())
+            .or_else(|e| match e.code() {
+                Some("ConditionalCheckFailedException") => Ok(()),
+                _ => Err(backend("update_item", &self.table, e)),
+            })
+    }
+}
+
+/// The key of a tenant's running-jobs item: `#` after the tenant's key prefix, where a task
+/// key has its task id (task ids never start with `#`).
+fn runs_key(tenant: &str) -> String {
+    let mut k = tenant_hash(tenant);
+    k.push_str("#runs");
+    k
 }
 
 /// An index: its name, partition key and sort key (attribute, type).

@@ -28,6 +28,7 @@ use crate::handler::{McpService, ServiceConfig};
 use crate::local::ToolSet;
 use crate::protocol::state::StateSealer;
 use crate::queue::{WorkMessage, WorkQueue};
+use crate::quota::Quotas;
 use crate::store::{StoreError, TaskStore};
 use crate::tools::{Registry, Tool};
 use crate::worker::{Outcome, Worker, WorkerError, WorkerSettings};
@@ -78,6 +79,10 @@ pub enum ConfigError {
 /// | `AUTH_JWKS_URL`       | mcp, tasks with jwt  | the issuer's signing keys (required)           |
 /// | `AUTH_TENANT_CLAIM`   | mcp, tasks with jwt  | the claim naming the tenant (`sub`)            |
 /// | `AUTH_REQUIRED_SCOPES`| mcp, tasks with jwt  | space-separated scopes every token must carry  |
+/// | `MAX_ACTIVE_TASKS_PER_TENANT` | mcp        | unfinished tasks per tenant (1000)             |
+/// | `TASK_CREATE_PER_SECOND` / `TASK_CREATE_BURST` | mcp | creations per tenant per instance (20/s, 200) |
+/// | `MAX_TASK_SECONDS` / `MAX_TASK_CPU_SECONDS` | mcp, worker | per-task running and CPU time (86400, 1800) |
+/// | `MAX_RUNNING_JOBS_PER_TENANT` | worker     | a tenant's jobs running at once (100)          |
 #[derive(Clone)]
 pub struct Config {
     /// Which function this is.
@@ -197,6 +202,8 @@ impl Config {
                 ..TaskSettings::default()
             },
         };
+        let mut tasks = tasks;
+        tasks.quotas = quotas(&var)?;
         let allowed_hosts = var("ALLOWED_HOSTS")
             .map(|v| {
                 v.split(',')
@@ -240,6 +247,75 @@ impl Config {
     }
 }
 
+/// The per-tenant quotas from `MAX_ACTIVE_TASKS_PER_TENANT`, `MAX_RUNNING_JOBS_PER_TENANT`,
+/// `TASK_CREATE_PER_SECOND`, `TASK_CREATE_BURST`, `MAX_TASK_SECONDS` and
+/// `MAX_TASK_CPU_SECONDS` (each optional; the defaults of [`Quotas`]).
+fn quotas(var: &impl Fn(&'static str) -> Option<String>) -> Result<Quotas, ConfigError> {
+    fn whole(
+        var: &impl Fn(&'static str) -> Option<String>,
+        name: &'static str,
+        max: u64,
+        default: u64,
+    ) -> Result<u64, ConfigError> {
+        match var(name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or(ConfigError::Invalid {
+                    name,
+                    reason: "must be a whole number within the documented bounds",
+                }),
+        }
+    }
+    let d = Quotas::default();
+    let create_per_second = match var("TASK_CREATE_PER_SECOND") {
+        None => d.create_per_second,
+        Some(v) => v
+            .parse::<f64>()
+            .ok()
+            .filter(|r| r.is_finite() && (0.0..=1e6).contains(r))
+            .ok_or(ConfigError::Invalid {
+                name: "TASK_CREATE_PER_SECOND",
+                reason: "must be a number from 0 (no limit) to 1000000",
+            })?,
+    };
+    Ok(Quotas {
+        max_active_tasks: whole(
+            var,
+            "MAX_ACTIVE_TASKS_PER_TENANT",
+            1_000_000,
+            d.max_active_tasks as u64,
+        )? as usize,
+        max_running_jobs: whole(
+            var,
+            "MAX_RUNNING_JOBS_PER_TENANT",
+            100_000,
+            d.max_running_jobs as u64,
+        )? as usize,
+        create_per_second,
+        create_burst: whole(
+            var,
+            "TASK_CREATE_BURST",
+            1_000_000,
+            u64::from(d.create_burst),
+        )? as u32,
+        max_task_wall: Duration::from_secs(whole(
+            var,
+            "MAX_TASK_SECONDS",
+            31_536_000,
+            d.max_task_wall.as_secs(),
+        )?),
+        max_task_cpu: Duration::from_secs(whole(
+            var,
+            "MAX_TASK_CPU_SECONDS",
+            31_536_000,
+            d.max_task_cpu.as_secs(),
+        )?),
+    })
+}
+
 /// Bounds of `TASK_TTL_SECONDS`: a minute to a year.
 const MIN_TASK_TTL_SECONDS: u64 = 60;
 const MAX_TASK_TTL_SECONDS: u64 = 365 * 24 * 3600;
@@ -251,6 +327,8 @@ pub struct Ports {
     pub store: Arc<dyn TaskStore>,
     /// The work queue.
     pub queue: Arc<dyn WorkQueue>,
+    /// The per-tenant running-jobs guard of the worker (in the task table on AWS).
+    pub run_slots: Option<Arc<dyn crate::quota::RunSlots>>,
 }
 
 impl Ports {
@@ -259,9 +337,14 @@ impl Ports {
     pub async fn connect(config: &Config) -> Self {
         let sdk = super::sdk_config().await;
         let queue = SqsQueue::new(aws_sdk_sqs::Client::new(&sdk), config.queue_url.clone());
+        let store = Arc::new(super::dynamo::DynamoStore::new(
+            aws_sdk_dynamodb::Client::new(&sdk),
+            &config.table_name,
+        ));
         Self {
-            store: dynamo_store(&sdk, &config.table_name),
+            store: store.clone(),
             queue: Arc::new(queue),
+            run_slots: Some(store),
         }
     }
 }
@@ -274,17 +357,10 @@ impl Ports {
         let ports = Self {
             store: Arc::new(crate::store::memory::MemoryStore::new()),
             queue: Arc::new(queue),
+            run_slots: Some(Arc::new(crate::quota::MemoryRunSlots::default())),
         };
         (ports, rx)
     }
-}
-
-// ── The one place the DynamoDB store is constructed. ──
-fn dynamo_store(sdk: &aws_config::SdkConfig, table: &str) -> Arc<dyn TaskStore> {
-    Arc::new(super::dynamo::DynamoStore::new(
-        aws_sdk_dynamodb::Client::new(sdk),
-        table,
-    ))
 }
 
 fn registry(tools: ToolSet) -> Arc<Registry> {
@@ -359,10 +435,15 @@ pub enum Action {
 ///   sweep re-enqueues the task (and the worker fails a job that keeps dying), so failing a
 ///   healthy running task, or alarming on the DLQ, would be wrong.
 /// - An error (store or queue unavailable) is retried; on the last delivery the task is given
-///   up on, so no client polls forever.
+///   up on, so no client polls forever — except a continuation that could not be sent after
+///   the job was saved and handed over: that task is healthy, the sweep picks it up.
 pub fn decide(outcome: &Result<Outcome, WorkerError>, last_delivery: bool) -> Action {
     match (outcome, last_delivery) {
         (Ok(Outcome::Busy(_)), false) | (Err(_), false) => Action::Retry,
+        // The job was saved and handed over, only its continuation could not be sent: the
+        // task is healthy, so it is not given up on. The message goes to the DLQ (and its
+        // alarm) and the sweep re-enqueues the unheld task.
+        (Err(WorkerError::Queue(_)), true) => Action::Retry,
         (Err(_), true) => Action::GiveUp,
         (Ok(_), _) => Action::Done,
     }
@@ -380,6 +461,7 @@ fn receive_count(record: &SqsMessage) -> u32 {
 /// The worker function: one SQS batch at a time, every record on its own.
 pub struct SqsWorker {
     worker: Worker,
+    queue: Arc<dyn WorkQueue>,
     max_receives: u32,
 }
 
@@ -390,14 +472,20 @@ impl SqsWorker {
     }
 
     /// As [`SqsWorker::new`], with explicit worker timing (tests).
-    pub fn with_settings(config: &Config, ports: &Ports, settings: WorkerSettings) -> Self {
+    pub fn with_settings(config: &Config, ports: &Ports, mut settings: WorkerSettings) -> Self {
+        settings.quotas = config.tasks.quotas.clone();
+        let mut worker = Worker::new(
+            ports.store.clone(),
+            ports.queue.clone(),
+            registry(config.tools),
+            settings,
+        );
+        if let Some(slots) = &ports.run_slots {
+            worker = worker.with_run_slots(slots.clone());
+        }
         Self {
-            worker: Worker::new(
-                ports.store.clone(),
-                ports.queue.clone(),
-                registry(config.tools),
-                settings,
-            ),
+            worker,
+            queue: ports.queue.clone(),
             max_receives: config.max_receives,
         }
     }
@@ -434,6 +522,20 @@ impl SqsWorker {
             return Action::Retry;
         };
         let outcome = self.worker.handle(&msg, Some(deadline)).await;
+        if let Ok(Outcome::Deferred(delay)) = &outcome {
+            // Waiting its tenant's turn: a fresh message (its receive count starts again),
+            // then this one is deleted. Should the send fail, this one is retried instead.
+            return match self.queue.enqueue(msg.clone(), *delay).await {
+                Ok(()) => {
+                    tracing::info!(message_id, task_id = %msg.task_id, "work message deferred");
+                    Action::Done
+                }
+                Err(e) => {
+                    tracing::warn!(message_id, task_id = %msg.task_id, error = %e, "deferring failed; retrying the message");
+                    Action::Retry
+                }
+            };
+        }
         let action = decide(&outcome, last);
         match &outcome {
             Ok(o) => {
@@ -614,6 +716,14 @@ mod tests {
         assert_eq!(decide(&busy, true), Action::Done);
         assert_eq!(decide(&err, false), Action::Retry);
         assert_eq!(decide(&err, true), Action::GiveUp);
+        // A saved, handed-over job whose continuation could not be sent is never failed.
+        let lost_continuation: Result<Outcome, WorkerError> =
+            Err(crate::queue::QueueError("down".into()).into());
+        assert_eq!(decide(&lost_continuation, true), Action::Retry);
+        assert_eq!(
+            decide(&Ok(Outcome::Deferred(Duration::from_secs(5))), true),
+            Action::Done
+        );
         for o in [
             Outcome::Dropped,
             Outcome::Continued,
@@ -680,6 +790,7 @@ mod tests {
         let ports = Ports {
             store: store.clone(),
             queue: Arc::new(queue),
+            run_slots: None,
         };
         Rig {
             store,

@@ -255,6 +255,9 @@ impl McpService {
                 ));
             }
         };
+        self.tools
+            .validate(&name, &arguments)
+            .map_err(McpError::invalid_params)?;
         let as_task = match req.params.get("task") {
             None | Some(Value::Null) => false,
             Some(Value::Object(_)) => true,
@@ -273,7 +276,12 @@ impl McpService {
                 caps.clone(),
                 sink,
             )
+            .for_tenant(tenant)
         };
+        // The work the call claims, against the per-task quotas, before anything runs.
+        if let Err(q) = crate::engine::check_claim(self.engine.quotas(), tool.claim(&arguments)) {
+            return self.legacy_quota(&q);
+        }
         match (policy, as_task) {
             // 2025-11-25: a task-augmented call to a tool that forbids tasks, or a plain call
             // to one that requires them, is -32601.
@@ -294,10 +302,13 @@ impl McpService {
                     Ok(Preflight::NeedInput(_)) => return Err(needs_input(&name)),
                     Err(e) => return self.legacy_job_error(e).map(Answer::Json),
                 };
-                let task = self
-                    .engine
-                    .create_task(tenant, &name, arguments, checkpoint, caps)
-                    .await?;
+                let task = match self
+                    .create(tenant, &name, &tool, &arguments, checkpoint, caps)
+                    .await?
+                {
+                    Ok(task) => task,
+                    Err(q) => return self.legacy_quota(&q),
+                };
                 let mut m = Map::new();
                 m.insert("task".into(), Value::Object(legacy_task(&task)));
                 Ok(Answer::Json(m))
@@ -328,6 +339,14 @@ impl McpService {
                     CallOutcome::Error(e) => Err(e),
                 }
             }
+        }
+    }
+
+    /// A quota refusal in this lane: the tool error result, without `resultType`.
+    fn legacy_quota(&self, q: &crate::quota::QuotaExceeded) -> Result<Answer, McpError> {
+        match self.quota_refusal(q) {
+            CallOutcome::Result(m) => Ok(Answer::Json(strip(m))),
+            CallOutcome::Error(e) => Err(e),
         }
     }
 

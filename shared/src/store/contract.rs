@@ -38,6 +38,7 @@ where
     active_and_expired_listings_track_status_and_ttl(&make().await).await;
     active_listing_pages_cover_every_task_once(&make().await).await;
     tenant_listing_shows_only_that_tenants_active_tasks(&make().await).await;
+    tenant_count_counts_only_that_tenants_active_tasks(&make().await).await;
     tenant_listing_tracks_updates_and_terminal_transitions(&make().await).await;
     tenant_listing_pages_cover_every_task_once_in_order(&make().await).await;
     oversized_records_are_refused_and_change_nothing(&make().await).await;
@@ -235,6 +236,27 @@ async fn tenant_listing_shows_only_that_tenants_active_tasks(s: &impl TaskStore)
             "tenant {absent:?}"
         );
     }
+}
+
+async fn tenant_count_counts_only_that_tenants_active_tasks(s: &impl TaskStore) {
+    for _ in 0..5 {
+        s.create(&task("count-a", None)).await.unwrap();
+    }
+    for _ in 0..3 {
+        s.create(&task("count-ab", None)).await.unwrap();
+    }
+    let mut done = task("count-a", None);
+    s.create(&done).await.unwrap();
+    done.complete(json!({"content": []})).unwrap();
+    s.update(&done).await.unwrap();
+    assert_eq!(s.count_tenant_active("count-a", 100).await.unwrap(), 5);
+    assert_eq!(
+        s.count_tenant_active("count-a", 3).await.unwrap(),
+        3,
+        "stops at at_most"
+    );
+    assert_eq!(s.count_tenant_active("count-ab", 100).await.unwrap(), 3);
+    assert_eq!(s.count_tenant_active("count-none", 100).await.unwrap(), 0);
 }
 
 async fn tenant_listing_tracks_updates_and_terminal_transitions(s: &impl TaskStore) {

@@ -341,6 +341,22 @@ impl TaskStore for EmbeddedStore {
         Ok(out)
     }
 
+    async fn count_tenant_active(&self, tenant: &str, at_most: usize) -> Result<usize, StoreError> {
+        // The tenant's keys in the `active` table, no record read.
+        let txn = self.inner.db.begin_read().map_err(backend)?;
+        let active = txn.open_table(ACTIVE).map_err(backend)?;
+        let prefix = tenant_prefix(tenant);
+        let mut n = 0;
+        for entry in active.range::<&str>(prefix.as_str()..).map_err(backend)? {
+            let (k, _) = entry.map_err(backend)?;
+            if n >= at_most || !k.value().starts_with(&prefix) {
+                break;
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+
     async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
         let txn = self.inner.db.begin_read().map_err(backend)?;
         let table = txn.open_table(EXPIRY).map_err(backend)?;

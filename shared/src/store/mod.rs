@@ -139,6 +139,29 @@ pub trait TaskStore: Send + Sync + 'static {
         }
         Ok(out)
     }
+    /// How many non-terminal tasks `tenant` has, counting no further than `at_most` (the
+    /// per-tenant active-task quota needs to know only whether the limit is reached). May lag
+    /// like the listings; expiry is not checked.
+    ///
+    /// The default pages through [`list_tenant_active`](Self::list_tenant_active); the adapters
+    /// count index entries without reading records.
+    async fn count_tenant_active(&self, tenant: &str, at_most: usize) -> Result<usize, StoreError> {
+        const PAGE: usize = 1000;
+        let mut n = 0;
+        let mut after: Option<String> = None;
+        while n < at_most {
+            let want = (at_most - n).min(PAGE);
+            let page = self
+                .list_tenant_active(tenant, after.as_deref(), want)
+                .await?;
+            n += page.len();
+            if page.len() < want {
+                break;
+            }
+            after = page.last().map(|t| t.task_id.clone());
+        }
+        Ok(n.min(at_most))
+    }
     /// Keys of all tasks whose expiry is at or before `now_ms`, at most `limit`.
     async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError>;
     /// Removes a task.

@@ -5,7 +5,8 @@
 //! [`builtin::builtin_tools`].
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
@@ -49,6 +50,17 @@ pub enum Preflight {
     NeedInput(BTreeMap<String, Value>),
 }
 
+/// The work one call of a tool claims, estimated from its arguments before any task exists:
+/// checked against the per-task quotas ([`crate::quota::Quotas`]) at the edge, so a call that
+/// could never be allowed to finish is refused at once instead of failing hours later.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Claim {
+    /// Wall time the job will run (a wait, a poll of something slow).
+    pub wall: Option<Duration>,
+    /// CPU time the job will use on the CPU pool.
+    pub cpu: Option<Duration>,
+}
+
 /// A tool: its definition and its step-wise job.
 #[async_trait]
 pub trait Tool: Send + Sync + 'static {
@@ -63,6 +75,12 @@ pub trait Tool: Send + Sync + 'static {
 
     /// One step of the job.
     async fn step(&self, ctx: &JobContext) -> Result<Step, JobError>;
+
+    /// The work a call with these arguments claims (default: nothing known in advance; the
+    /// worker still stops a job at the per-task limits while it runs).
+    fn claim(&self, _arguments: &Value) -> Claim {
+        Claim::default()
+    }
 }
 
 /// The tools of one server, in a fixed order, with the `tools/list` body built once.
@@ -72,7 +90,12 @@ pub struct Registry {
     list: Value,
     /// Per tool, the arguments mirrored in `Mcp-Param-*` headers.
     mirrored: Vec<Vec<(String, String)>>,
+    /// Per tool, its input schema compiled (on first use), or why it cannot be.
+    validators: Vec<OnceLock<Result<jsonschema::Validator, String>>>,
 }
+
+/// Most validation errors named in one refusal.
+const MAX_ARGUMENT_ERRORS: usize = 3;
 
 impl Registry {
     /// A registry of `tools`, in that order. Later duplicates of a name are refused.
@@ -98,11 +121,52 @@ impl Registry {
             .iter()
             .map(|t| crate::protocol::headers::mirrored_params(&t.def().input_schema))
             .collect();
+        let validators = kept.iter().map(|_| OnceLock::new()).collect();
         Self {
             tools: kept,
             by_name,
             list,
             mirrored,
+            validators,
+        }
+    }
+
+    /// Checks `arguments` against the tool's declared `inputSchema` (JSON Schema 2020-12, no
+    /// remote references): the one check of arguments at the edge, before any task exists or
+    /// any step runs. The message names where and what (never the argument values, which are
+    /// the caller's and may be large). An unknown tool passes (the caller refuses it anyway).
+    pub fn validate(&self, name: &str, arguments: &Value) -> Result<(), String> {
+        let Some(&i) = self.by_name.get(name) else {
+            return Ok(());
+        };
+        let validator = self.validators[i].get_or_init(|| {
+            jsonschema::validator_for(&self.tools[i].def().input_schema).map_err(|e| {
+                tracing::error!(tool = name, error = %e.masked(), "a tool's inputSchema does not compile");
+                format!("Tool {name} has an invalid input schema")
+            })
+        });
+        let validator = validator.as_ref().map_err(Clone::clone)?;
+        let errors: Vec<String> = validator
+            .iter_errors(arguments)
+            .take(MAX_ARGUMENT_ERRORS)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                let at = if at.is_empty() {
+                    "arguments".to_owned()
+                } else {
+                    format!("arguments{at}")
+                };
+                crate::protocol::truncate(&format!("{at}: {}", e.masked()), 200)
+            })
+            .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "Invalid arguments for tool {}: {}",
+                crate::protocol::truncate(name, 64),
+                errors.join("; ")
+            ))
         }
     }
 
@@ -129,11 +193,13 @@ impl Registry {
     }
 }
 
-/// An object schema with the given properties and required names.
+/// An object schema with the given properties and required names; no other property is
+/// accepted (arguments nobody reads are refused, not stored and carried with the task).
 pub fn object_schema(properties: Value, required: &[&str]) -> Value {
     let mut m = Map::new();
     m.insert("type".into(), json!("object"));
     m.insert("properties".into(), properties);
+    m.insert("additionalProperties".into(), json!(false));
     if !required.is_empty() {
         m.insert("required".into(), json!(required));
     }
