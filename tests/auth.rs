@@ -3,53 +3,20 @@
 
 mod support;
 
-use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use serde_json::{Value, json};
+use support::jwt::{AUDIENCE, ISSUER, claims, now};
 use support::{Client, Server, data_dir};
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/auth");
-const AUDIENCE: &str = "http://mcp.test/mcp";
-const ISSUER: &str = "https://issuer.test";
-
 fn start() -> (Server, tempfile::TempDir) {
-    let dir = data_dir();
-    let jwks = format!("{FIXTURES}/jwks.json");
-    let s = Server::start(
-        dir.path(),
-        &[
-            "--auth",
-            "jwt",
-            "--issuer",
-            ISSUER,
-            "--audience",
-            AUDIENCE,
-            "--jwks-file",
-            &jwks,
-        ],
-    );
-    (s, dir)
+    support::jwt::start(&[])
 }
 
 fn token_with(claims: Value, key_file: &str, kid: &str) -> String {
-    let pem = std::fs::read(format!("{FIXTURES}/{key_file}")).unwrap();
-    let mut h = Header::new(Algorithm::EdDSA);
-    h.kid = Some(kid.into());
-    encode(&h, &claims, &EncodingKey::from_ed_pem(&pem).unwrap()).unwrap()
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-fn claims(tenant: &str) -> Value {
-    json!({"iss": ISSUER, "aud": AUDIENCE, "sub": tenant, "exp": now() + 600})
+    support::jwt::sign(&claims, key_file, kid)
 }
 
 fn token(tenant: &str) -> String {
-    token_with(claims(tenant), "test-signing-key.pem", "test-key-1")
+    support::jwt::token(tenant)
 }
 
 /// POSTs a tools/list with the given Authorization header (or none).
@@ -145,20 +112,9 @@ async fn protected_resource_metadata_is_served_at_both_paths() {
 async fn the_challenge_names_metadata_that_is_served_when_the_resource_has_a_path_prefix() {
     const PREFIXED: &str = "http://mcp.test/v1/mcp";
     let dir = data_dir();
-    let jwks = format!("{FIXTURES}/jwks.json");
-    let s = Server::start(
-        dir.path(),
-        &[
-            "--auth",
-            "jwt",
-            "--issuer",
-            ISSUER,
-            "--audience",
-            PREFIXED,
-            "--jwks-file",
-            &jwks,
-        ],
-    );
+    let args = support::jwt::args(PREFIXED, "--jwks-file", &support::jwt::jwks_file());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let s = Server::start(dir.path(), &args);
     let (status, challenge) = post(&s.client(), None).await;
     assert_eq!(status, 401);
     let challenge = challenge.unwrap();

@@ -7,24 +7,17 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use serde_json::{Value, json};
 use support::{Client, Server, data_dir};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/auth");
-const AUDIENCE: &str = "http://mcp.test/mcp";
-const ISSUER: &str = "https://issuer.test";
+use support::jwt::AUDIENCE;
 /// One byte short of the default 4 MiB body limit.
 const ALMOST_4_MIB: usize = 4 * 1024 * 1024 - 1;
 
-fn jwt_args(jwks: &str) -> Vec<String> {
-    ["--auth", "jwt", "--issuer", ISSUER, "--audience", AUDIENCE]
-        .iter()
-        .map(|s| s.to_string())
-        .chain(["--jwks-file".to_owned(), jwks.to_owned()])
-        .collect()
+fn jwt_args(jwks_flag: &str, jwks: &str) -> Vec<String> {
+    support::jwt::args(AUDIENCE, jwks_flag, jwks)
 }
 
 fn start(args: &[String]) -> (Server, tempfile::TempDir) {
@@ -35,21 +28,14 @@ fn start(args: &[String]) -> (Server, tempfile::TempDir) {
 }
 
 fn start_with_auth(extra: &[&str]) -> (Server, tempfile::TempDir) {
-    let mut args = jwt_args(&format!("{FIXTURES}/jwks.json"));
+    let mut args = jwt_args("--jwks-file", &support::jwt::jwks_file());
     args.extend(extra.iter().map(|s| s.to_string()));
     start(&args)
 }
 
 fn token(kid: &str) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let claims = json!({"iss": ISSUER, "aud": AUDIENCE, "sub": "tenant-a", "exp": now + 600});
-    let pem = std::fs::read(format!("{FIXTURES}/test-signing-key.pem")).unwrap();
-    let mut h = Header::new(Algorithm::EdDSA);
-    h.kid = Some(kid.into());
-    encode(&h, &claims, &EncodingKey::from_ed_pem(&pem).unwrap()).unwrap()
+    let claims = support::jwt::claims("tenant-a");
+    support::jwt::sign(&claims, "test-signing-key.pem", kid)
 }
 
 /// `127.0.0.1:PORT` of a server.
@@ -358,7 +344,7 @@ impl SlowIssuer {
         use std::sync::atomic::Ordering;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/jwks", listener.local_addr().unwrap());
-        let body = std::fs::read_to_string(format!("{FIXTURES}/jwks.json")).unwrap();
+        let body = std::fs::read_to_string(support::jwt::jwks_file()).unwrap();
         let issuer = SlowIssuer {
             url,
             delay_ms: Default::default(),
@@ -415,20 +401,7 @@ async fn post_with(c: &Client, tok: &str) -> (u16, reqwest::header::HeaderMap, S
 async fn a_cached_key_is_not_held_up_by_a_slow_jwks_refresh() {
     use std::sync::atomic::Ordering;
     let issuer = SlowIssuer::start().await;
-    let dir = data_dir();
-    let s = Server::start(
-        dir.path(),
-        &[
-            "--auth",
-            "jwt",
-            "--issuer",
-            ISSUER,
-            "--audience",
-            AUDIENCE,
-            "--jwks-url",
-            &issuer.url,
-        ],
-    );
+    let (s, _dir) = start(&jwt_args("--jwks-url", &issuer.url));
     let c = s.client();
     let (status, _, _, _) = post_with(&c, &token("test-key-1")).await;
     assert_eq!(status, 200);
@@ -466,21 +439,8 @@ async fn an_unreachable_issuer_is_503_with_retry_after_not_401() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
-    let dir = data_dir();
     let url = format!("http://{dead}/jwks");
-    let s = Server::start(
-        dir.path(),
-        &[
-            "--auth",
-            "jwt",
-            "--issuer",
-            ISSUER,
-            "--audience",
-            AUDIENCE,
-            "--jwks-url",
-            &url,
-        ],
-    );
+    let (s, _dir) = start(&jwt_args("--jwks-url", &url));
     let c = s.client();
     for _ in 0..2 {
         let (status, headers, text, _) = post_with(&c, &token("test-key-1")).await;

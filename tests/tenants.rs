@@ -6,43 +6,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use serde_json::{Value, json};
+use support::jwt::{self, start, token};
 use support::{Client, Server, data_dir};
-
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/auth");
-const AUDIENCE: &str = "http://mcp.test/mcp";
-const ISSUER: &str = "https://issuer.test";
-
-fn token(tenant: &str) -> String {
-    let pem = std::fs::read(format!("{FIXTURES}/test-signing-key.pem")).unwrap();
-    let mut h = Header::new(Algorithm::EdDSA);
-    h.kid = Some("test-key-1".into());
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let claims = json!({"iss": ISSUER, "aud": AUDIENCE, "sub": tenant, "exp": now + 3600});
-    encode(&h, &claims, &EncodingKey::from_ed_pem(&pem).unwrap()).unwrap()
-}
-
-fn start(extra: &[&str]) -> (Server, tempfile::TempDir) {
-    let dir = data_dir();
-    let jwks = format!("{FIXTURES}/jwks.json");
-    let mut args = vec![
-        "--auth",
-        "jwt",
-        "--issuer",
-        ISSUER,
-        "--audience",
-        AUDIENCE,
-        "--jwks-file",
-        &jwks,
-    ];
-    args.extend_from_slice(extra);
-    let s = Server::start(dir.path(), &args);
-    (s, dir)
-}
 
 fn tenant(s: &Server, name: &str) -> Client {
     s.client().with_tasks().with_bearer(&token(name))
@@ -216,21 +182,9 @@ async fn side_by_side() {
             continue;
         };
         let dir = data_dir();
-        let jwks = format!("{FIXTURES}/jwks.json");
-        let s = Server::spawn(
-            std::process::Command::new(&bin),
-            dir.path(),
-            &[
-                "--auth",
-                "jwt",
-                "--issuer",
-                ISSUER,
-                "--audience",
-                AUDIENCE,
-                "--jwks-file",
-                &jwks,
-            ],
-        );
+        let args = jwt::args(jwt::AUDIENCE, "--jwks-file", &jwt::jwks_file());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let s = Server::spawn(std::process::Command::new(&bin), dir.path(), &args);
         let a = tenant(&s, "tenant-a");
         let b = tenant(&s, "tenant-b");
         // The flood, 16 requests at a time.

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod jwt;
 pub mod schema;
 
 use std::io::{BufRead, BufReader};
