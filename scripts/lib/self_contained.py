@@ -16,7 +16,7 @@ It also checks the SHA-256 sums of the official schemas in tests/spec against th
 tests/spec/README.md.
 
   python3 scripts/lib/self_contained.py [ROOT]        # check ROOT (default: this repository)
-  python3 scripts/lib/self_contained.py --self-test   # the guard catches an added ../shared read
+  python3 scripts/lib/self_contained.py --self-test   # the guard catches a planted read
 
 Known blind spot: a path assembled from separate pieces (`.join("..").join("..")`) is not seen.
 """
@@ -50,7 +50,6 @@ UP_RUN = re.compile(
 )
 # Rust forms resolved against the source file's own directory.
 RUST_FILE_RELATIVE = re.compile(r"include_str!|include_bytes!|#\[path\s*=")
-THIS_FILE = "scripts/lib/self_contained.py"
 
 
 def tracked_files(root: Path) -> list[str]:
@@ -163,7 +162,7 @@ def findings(root: Path) -> list[str]:
     )
     found = []
     for rel in files:
-        if not is_code(rel) or rel == THIS_FILE:
+        if not is_code(rel):
             continue
         path = root / rel
         if not path.is_file():
@@ -213,9 +212,9 @@ def schema_sums(root: Path) -> list[str]:
 
 
 def self_test(root: Path) -> int:
-    """Copies the tracked files to a scratch tree beside a fake `shared/`, checks that the copy
-    passes, then adds a read of ../shared/... to a script and to a Rust test and checks that the
-    guard fails on each."""
+    """Copies the tracked files to a scratch tree beside a fake sibling folder, checks that the
+    copy passes, then adds a read of that sibling to a script and to a Rust test (relative and
+    absolute) and checks that the guard fails on each."""
     files = [f for f in tracked_files(root) if (root / f).is_file()]
     with tempfile.TemporaryDirectory() as tmp:
         clone = Path(tmp) / "repo"
@@ -223,17 +222,21 @@ def self_test(root: Path) -> int:
             dst = clone / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(root / rel, dst)
-        (Path(tmp) / "shared/spec").mkdir(parents=True)
+        # The planted paths are built here, never written out in this file: this file must not
+        # itself name a path outside the repository.
+        sibling = "sibling-docs"
+        up = ".." + "/"
+        (Path(tmp) / sibling / "spec").mkdir(parents=True)
         ok = True
         base = findings(clone)
         if base:
             print("self-test: the unchanged copy should pass, but:", *base, sep="\n  ")
             ok = False
         for rel, line in [
-            ("scripts/test.sh", 'cat ../shared/spec/mcp-2026-07-28-schema.json >/dev/null\n'),
+            ("scripts/test.sh", f"cat {up}{sibling}/spec/schema.json >/dev/null\n"),
             ("tests/protocol.rs",
-             '// read by a test\nconst _S: &str = "../../../shared/spec/x.json";\n'),
-            ("scripts/test.sh", f'cat {tmp}/shared/spec/x.json >/dev/null\n'),
+             f'// read by a test\nconst _S: &str = "{up * 3}{sibling}/spec/x.json";\n'),
+            ("scripts/test.sh", f"cat {tmp}/{sibling}/spec/x.json >/dev/null\n"),
         ]:
             target = clone / rel
             before = target.read_text()
