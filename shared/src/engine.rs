@@ -108,13 +108,13 @@ impl Engine {
         &self.settings.quotas
     }
 
-    /// Checks a new task of `tenant` against the quotas, before anything is stored: the work
-    /// it claims, the tenant's creation rate (in this process), then its number of active
-    /// tasks (one count of index keys, only once the rate allows). Concurrent creations of one
-    /// tenant may overshoot the active-task limit by the requests in flight at that moment.
-    pub async fn admit(&self, tenant: &str, claim: Claim) -> Result<(), CreateError> {
+    /// Checks a new task of `tenant` against the tenant quotas, before anything is stored: its
+    /// creation rate (in this process), then its number of active tasks (one count of index
+    /// keys, only once the rate allows). Concurrent creations of one tenant may overshoot the
+    /// active-task limit by the requests in flight at that moment. The work a call claims is
+    /// checked before this, at the edge, for tasks and inline runs alike ([`check_claim`]).
+    pub async fn admit(&self, tenant: &str) -> Result<(), CreateError> {
         let q = &self.settings.quotas;
-        check_claim(q, claim).map_err(CreateError::Quota)?;
         if let Err(wait) = self.creations.take(tenant) {
             return Err(CreateError::Quota(QuotaExceeded {
                 limit: Limit::CreateRate,

@@ -639,14 +639,12 @@ impl McpService {
             let outcome = match tool.preflight(&ctx).await {
                 Ok(Preflight::Proceed(cp)) => {
                     let caps = meta.client_capabilities.clone();
-                    match self
-                        .create(tenant, name, &tool, &arguments, cp, caps)
-                        .await?
-                    {
+                    match self.create(tenant, name, &arguments, cp, caps).await {
                         Ok(task) => {
                             CallOutcome::Result(finish(task.to_create_result(), "task", &self.meta))
                         }
-                        Err(q) => self.quota_refusal(&q),
+                        Err(CreateError::Quota(q)) => self.quota_refusal(&q),
+                        Err(CreateError::Failed(e)) => return Err(e),
                     }
                 }
                 Ok(Preflight::NeedInput(reqs)) => {
@@ -779,22 +777,18 @@ impl McpService {
         })
     }
 
-    /// Admits and creates a task (both lanes): `Ok(Err(_))` is a quota refusal.
+    /// Admits (tenant quotas) and creates a task, for both lanes.
     async fn create(
         &self,
         tenant: &str,
         name: &str,
-        tool: &Arc<dyn Tool>,
         arguments: &Value,
         checkpoint: Value,
         client_capabilities: Value,
-    ) -> Result<Result<crate::task::TaskRecord, crate::quota::QuotaExceeded>, McpError> {
-        match self.engine.admit(tenant, tool.claim(arguments)).await {
-            Ok(()) => {}
-            Err(CreateError::Quota(q)) => return Ok(Err(q)),
-            Err(CreateError::Failed(e)) => return Err(e),
-        }
-        self.engine
+    ) -> Result<crate::task::TaskRecord, CreateError> {
+        self.engine.admit(tenant).await?;
+        Ok(self
+            .engine
             .create_task(
                 tenant,
                 name,
@@ -802,8 +796,7 @@ impl McpService {
                 checkpoint,
                 client_capabilities,
             )
-            .await
-            .map(Ok)
+            .await?)
     }
 
     /// A quota refusal: a tool error the model reads, naming the limit and when to retry.

@@ -201,18 +201,15 @@ impl Worker {
         owner: &str,
         deadline: Option<Instant>,
     ) -> Result<Outcome, WorkerError> {
-        let owner = owner.to_owned();
-        let mut task = match self.acquire(msg, &owner).await? {
+        let mut task = match self.acquire(msg, owner).await? {
             Ok(task) => task,
             Err(outcome) => return Ok(outcome),
         };
         let Some(tool) = self.tools.get(&task.tool).cloned() else {
             let err = internal("The tool of this task is no longer available");
-            return self
-                .finish(&mut task, &owner, |t| t.fail(err.clone()))
-                .await;
+            return self.finish(&mut task, owner, |t| t.fail(err.clone())).await;
         };
-        self.run(tool, task, &owner, deadline).await
+        self.run(tool, task, owner, deadline).await
     }
 
     /// Gives up on the task named by `msg` after the last allowed delivery of its message

@@ -29,7 +29,6 @@ use mcp_tasks_core::engine::{CreateError, Engine};
 use mcp_tasks_core::quota::Limit;
 use mcp_tasks_core::store::TaskStore as _;
 use mcp_tasks_core::task::TaskStatus;
-use mcp_tasks_core::tools::Claim;
 use mcp_tasks_core::worker::WorkerSettings;
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -159,11 +158,7 @@ async fn a_flooding_tenant_waits_its_turn_and_never_delays_another() {
     // A floods with hour-long waits: 6 accepted (its active-task quota), the rest refused.
     let mut accepted = Vec::new();
     for _ in 0..10 {
-        let claim = Claim {
-            wall: Some(Duration::from_secs(3600)),
-            cpu: None,
-        };
-        match engine.admit("tenant-a", claim).await {
+        match engine.admit("tenant-a").await {
             Ok(()) => {
                 let t = engine
                     .create_task(
@@ -187,7 +182,7 @@ async fn a_flooding_tenant_waits_its_turn_and_never_delays_another() {
     let mut took = Vec::new();
     for _ in 0..4 {
         let started = Instant::now();
-        engine.admit("tenant-b", Claim::default()).await.unwrap();
+        engine.admit("tenant-b").await.unwrap();
         let t = engine
             .create_task(
                 "tenant-b",

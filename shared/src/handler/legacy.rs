@@ -303,11 +303,12 @@ impl McpService {
                     Err(e) => return self.legacy_job_error(e).map(Answer::Json),
                 };
                 let task = match self
-                    .create(tenant, &name, &tool, &arguments, checkpoint, caps)
-                    .await?
+                    .create(tenant, &name, &arguments, checkpoint, caps)
+                    .await
                 {
                     Ok(task) => task,
-                    Err(q) => return self.legacy_quota(&q),
+                    Err(crate::engine::CreateError::Quota(q)) => return self.legacy_quota(&q),
+                    Err(crate::engine::CreateError::Failed(e)) => return Err(e),
                 };
                 let mut m = Map::new();
                 m.insert("task".into(), Value::Object(legacy_task(&task)));
