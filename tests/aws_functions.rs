@@ -127,10 +127,11 @@ async fn input_required_then_update_completes_through_the_functions() {
     env.report("confirm_action: create → input_required → tasks/update → completed");
     // JSON log lines, and neither the arguments, the answer nor the result in any of them.
     env.assert_logs_are_json_without(&["Q3 notes", "Archive", "\"confirm\""]);
-    // Creating the task is one count of the tenant's index keys (the active-task quota), one
-    // conditional put and one message, and no item read (a new id cannot conflict): exact,
-    // since the mcp function served nothing but that tools/call.
-    for (op, n) in [("PutItem", 1), ("GetItem", 0), ("Query", 1)] {
+    // Creating the task is one count of the tenant's index keys (the active-task quota), two
+    // conditional puts (the arguments item, written once, then the record) and one message,
+    // and no item read (a new id cannot conflict): exact, since the mcp function served
+    // nothing but that tools/call.
+    for (op, n) in [("PutItem", 2), ("GetItem", 0), ("Query", 1)] {
         assert_eq!(
             env.counts.sum(Some("mcp"), Some("dynamodb"), Some(&[op])),
             n,
@@ -207,16 +208,11 @@ async fn an_expired_task_reads_as_unknown_and_the_sweep_purges_it() {
     // A 2026-07-28 client cannot ask for a TTL (the server decides, 24 h on Lambda): the task
     // is written through the store with a short one.
     let ttl_ms = 1500;
-    let task = TaskRecord::new(
-        TENANT,
-        new_task_id(),
-        "wait",
-        json!({"seconds": 0.1}),
-        Some(ttl_ms),
-        1000,
-        json!({}),
-    );
-    env.store().create(&task).await.expect("storing the task");
+    let task = TaskRecord::new(TENANT, new_task_id(), "wait", Some(ttl_ms), 1000, json!({}));
+    env.store()
+        .create(&task, &json!({"seconds": 0.1}))
+        .await
+        .expect("storing the task");
     let id = task.task_id.clone();
     let live = c.get_task(&id).await;
     assert_eq!(live["taskId"], id.as_str());
@@ -327,12 +323,14 @@ async fn the_sweep_recovers_a_task_that_was_never_enqueued() {
         TENANT,
         new_task_id(),
         "hash_chain",
-        json!({"seed": seed, "rounds": rounds}),
         Some(3_600_000),
         1000,
         json!({}),
     );
-    env.store().create(&task).await.expect("storing the task");
+    env.store()
+        .create(&task, &json!({"seed": seed, "rounds": rounds}))
+        .await
+        .expect("storing the task");
     let id = task.task_id.clone();
     // Stale after SWEEP_STALE_SECONDS (1 s); nothing runs it meanwhile.
     tokio::time::sleep(Duration::from_millis(1500)).await;

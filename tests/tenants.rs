@@ -295,6 +295,32 @@ async fn side_by_side() {
         );
         drop(s);
 
+        // Large arguments the tool's schema allows (the conformance fixture `slow_compute`
+        // takes any `label`): disk writes of its 30 s run, which checkpoints every second.
+        let dir = data_dir();
+        let s = Server::spawn(
+            std::process::Command::new(&bin),
+            dir.path(),
+            &["--fixtures", "conformance"],
+        );
+        let c = s.client().with_tasks();
+        let before = io(s.pid());
+        let r = c
+            .send(
+                "tools/call",
+                json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "x".repeat(280_000)}}),
+            )
+            .await
+            .json();
+        assert_eq!(r["result"]["resultType"], "task", "{r}");
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let labelled = io(s.pid()) - before;
+        eprintln!(
+            "side_by_side {label}: a task with 280 KB of declared arguments, checkpointing every second: disk writes {} KB/s",
+            labelled / 10 / 1024
+        );
+        drop(s);
+
         // A restart with 10,000 tasks in flight (leased by a dead process).
         let dir = data_dir();
         support::seed_in_flight(dir.path(), 10_000).await;

@@ -13,7 +13,9 @@ use crate::clock::now_ms;
 use crate::protocol::McpError;
 use crate::queue::{WorkKind, WorkMessage, WorkQueue};
 use crate::quota::{Limit, QuotaExceeded, Quotas, RateLimiter};
-use crate::store::{MAX_CLIENT_RECORD_BYTES, StoreError, TaskKey, TaskStore, record_len};
+use crate::store::{
+    MAX_CLIENT_RECORD_BYTES, StoreError, TaskKey, TaskStore, arguments_len, record_len,
+};
 use crate::task::{TaskRecord, TaskStatus, is_valid_task_id, new_task_id};
 use crate::tools::Claim;
 
@@ -170,19 +172,20 @@ impl Engine {
             tenant,
             new_task_id(),
             tool,
-            arguments,
             self.settings.ttl_ms,
             self.settings.poll_interval_ms,
             client_capabilities,
         );
         task.checkpoint = checkpoint;
-        let len = record_len(&task);
+        // The same bound as when arguments lived inside the record: what a client may send
+        // does not depend on how the store lays it out.
+        let len = record_len(&task).saturating_add(arguments_len(&arguments));
         if len > MAX_CLIENT_RECORD_BYTES {
             return Err(McpError::invalid_params(format!(
                 "Arguments too large to run as a task ({len} bytes with the task; at most {MAX_CLIENT_RECORD_BYTES})"
             )));
         }
-        match self.store.create(&task).await {
+        match self.store.create(&task, &arguments).await {
             Ok(()) => {}
             Err(StoreError::TooLarge(n)) => {
                 return Err(McpError::invalid_params(format!(
@@ -497,10 +500,9 @@ mod tests {
     async fn the_sweep_recovers_a_task_stored_but_never_enqueued() {
         let (engine, store, mut rx) = engine();
         // A crash between the conditional put and the send: the task exists, no message does.
-        let mut task =
-            TaskRecord::new("t", new_task_id(), "wait", json!({}), None, 1000, json!({}));
+        let mut task = TaskRecord::new("t", new_task_id(), "wait", None, 1000, json!({}));
         task.last_updated_at_ms = now_ms() - 60_000;
-        store.create(&task).await.unwrap();
+        store.create(&task, &json!({})).await.unwrap();
         assert!(rx.try_recv().is_err());
         assert_eq!(engine.sweep(Duration::from_secs(30)).await.unwrap(), 1);
         let msg = rx.try_recv().expect("the sweep enqueued the orphan");
@@ -527,18 +529,10 @@ mod tests {
     #[tokio::test]
     async fn the_sweep_leaves_an_expired_orphan_to_the_purge() {
         let (engine, store, mut rx) = engine();
-        let mut task = TaskRecord::new(
-            "t",
-            new_task_id(),
-            "wait",
-            json!({}),
-            Some(1000),
-            1000,
-            json!({}),
-        );
+        let mut task = TaskRecord::new("t", new_task_id(), "wait", Some(1000), 1000, json!({}));
         task.created_at_ms = now_ms() - 60_000;
         task.last_updated_at_ms = task.created_at_ms;
-        store.create(&task).await.unwrap();
+        store.create(&task, &json!({})).await.unwrap();
         assert!(task.is_expired(now_ms()));
         assert_eq!(engine.sweep(Duration::from_secs(30)).await.unwrap(), 0);
         assert!(rx.try_recv().is_err(), "no work for an expired task");

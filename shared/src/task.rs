@@ -109,8 +109,12 @@ pub struct TaskRecord {
     pub poll_interval_ms: u64,
     /// Tool that runs the job.
     pub tool: String,
-    /// The tool's arguments.
-    pub arguments: Value,
+    /// Arguments stored inside the record, as earlier builds did. New records never
+    /// carry them: the store keeps a task's arguments apart, written once at creation
+    /// ([`TaskStore::create`](crate::store::TaskStore::create)), so a checkpoint never rewrites
+    /// them. Read only so that a task in flight across an upgrade still runs.
+    #[serde(default, rename = "arguments", skip_serializing_if = "Option::is_none")]
+    pub inline_arguments: Option<Value>,
     /// The `CallToolResult` once completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
@@ -161,12 +165,12 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl TaskRecord {
-    /// A fresh `working` task.
+    /// A fresh `working` task (its arguments are stored beside it, see
+    /// [`TaskStore::create`](crate::store::TaskStore::create)).
     pub fn new(
         tenant: &str,
         task_id: String,
         tool: &str,
-        arguments: Value,
         ttl_ms: Option<u64>,
         poll_interval_ms: u64,
         client_capabilities: Value,
@@ -182,7 +186,7 @@ impl TaskRecord {
             ttl_ms,
             poll_interval_ms,
             tool: tool.to_owned(),
-            arguments,
+            inline_arguments: None,
             result: None,
             error: None,
             input_requests: BTreeMap::new(),
@@ -428,7 +432,12 @@ pub fn new_task_id() -> String {
 
 /// A task id as a client may send it: 1..=128 printable ASCII characters without spaces.
 pub fn is_valid_task_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic())
+    // A leading `#` is kept for the stores' own items (DynamoDB: a tenant's running-jobs and
+    // arguments items sit where a task id would).
+    !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with('#')
+        && id.bytes().all(|b| b.is_ascii_graphic())
 }
 
 #[cfg(test)]
@@ -436,15 +445,7 @@ mod tests {
     use super::*;
 
     fn record() -> TaskRecord {
-        TaskRecord::new(
-            "t",
-            new_task_id(),
-            "tool",
-            json!({}),
-            Some(60_000),
-            1000,
-            json!({}),
-        )
+        TaskRecord::new("t", new_task_id(), "tool", Some(60_000), 1000, json!({}))
     }
 
     #[test]

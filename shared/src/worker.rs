@@ -209,7 +209,18 @@ impl Worker {
             let err = internal("The tool of this task is no longer available");
             return self.finish(&mut task, owner, |t| t.fail(err.clone())).await;
         };
-        self.run(tool, task, owner, deadline).await
+        // Read once per run, never written back: the record's writes during the run leave
+        // them alone (records of earlier builds carry them inline).
+        let arguments = match task.inline_arguments.clone() {
+            Some(inline) => Some(inline),
+            None => self.store.arguments(&task.tenant, &task.task_id).await?,
+        };
+        let Some(arguments) = arguments else {
+            tracing::error!(task_id = %task.task_id, "task.arguments_missing");
+            let err = internal("The task's arguments are missing from the task store");
+            return self.finish(&mut task, owner, |t| t.fail(err.clone())).await;
+        };
+        self.run(tool, task, arguments, owner, deadline).await
     }
 
     /// Gives up on the task named by `msg` after the last allowed delivery of its message
@@ -339,12 +350,13 @@ impl Worker {
         &self,
         tool: Arc<dyn Tool>,
         mut task: TaskRecord,
+        arguments: Value,
         owner: &str,
         deadline: Option<Instant>,
     ) -> Result<Outcome, WorkerError> {
         let progress = ProgressSink::latest_only();
         let mut ctx = JobContext::new(
-            task.arguments.clone(),
+            arguments,
             task.checkpoint.clone(),
             task.input_responses.clone().into_iter().collect(),
             task.client_capabilities.clone(),
@@ -684,7 +696,7 @@ impl Worker {
             next.checkpoint = Value::Null;
             next.input_responses.clear();
             next.result = None;
-            next.arguments = Value::Null;
+            next.inline_arguments = None;
             if next.fail(internal(message)).is_err() {
                 return Ok(Outcome::Superseded);
             }
@@ -1081,6 +1093,53 @@ mod tests {
             asked.elapsed() <= Duration::from_millis(100),
             "{:?}",
             asked.elapsed()
+        );
+    }
+
+    /// The job gets the arguments kept beside the record; a record of an earlier build runs
+    /// with the arguments inside it; a task whose arguments are gone fails, saying so.
+    #[tokio::test]
+    async fn a_run_reads_its_arguments_once_from_wherever_they_were_stored() {
+        let mut r = rig(fast());
+        let msg = create(&mut r, json!({"n": 2})).await;
+        let out = r.worker.handle(&msg, None).await.unwrap();
+        assert_eq!(out, Outcome::Finished(TaskStatus::Completed));
+        let done = status(&r, &msg).await;
+        assert_eq!(done.result.unwrap()["content"][0]["text"], "counted to 2");
+        assert_eq!(done.inline_arguments, None);
+
+        let mut old = TaskRecord::new(
+            "t",
+            crate::task::new_task_id(),
+            "count",
+            None,
+            1000,
+            json!({}),
+        );
+        old.inline_arguments = Some(json!({"n": 4}));
+        r.store.create(&old, &Value::Null).await.unwrap();
+        let msg = WorkMessage {
+            tenant: "t".into(),
+            task_id: old.task_id.clone(),
+            kind: WorkKind::Start,
+        };
+        r.worker.handle(&msg, None).await.unwrap();
+        let done = status(&r, &msg).await;
+        assert_eq!(done.result.unwrap()["content"][0]["text"], "counted to 4");
+
+        let msg = create(&mut r, json!({"n": 2})).await;
+        // Gone from the store (a hand edit, a half-restored backup): a clear failure.
+        r.store.lose_arguments(&msg.tenant, &msg.task_id);
+        let out = r.worker.handle(&msg, None).await.unwrap();
+        assert_eq!(out, Outcome::Finished(TaskStatus::Failed));
+        let failed = status(&r, &msg).await;
+        assert!(
+            failed
+                .error
+                .unwrap()
+                .message
+                .contains("arguments are missing"),
+            "the failure names the cause"
         );
     }
 

@@ -27,10 +27,10 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{Credentials, Region};
 use aws_sdk_dynamodb::types::{AttributeValue, TimeToLiveStatus};
 use mcp_tasks_core::aws::dynamo::{self, DynamoStore};
-use mcp_tasks_core::store::contract::task;
+use mcp_tasks_core::store::contract::{args, task};
 use mcp_tasks_core::store::{MAX_RECORD_BYTES, StoreError, TaskKey, TaskStore, contract};
 use mcp_tasks_core::task::{TaskRecord, TaskStatus};
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// A client for the emulator, or `None` (after the SKIPPED line) when there is none.
 async fn client() -> Option<Client> {
@@ -110,15 +110,18 @@ struct SerialWrites {
 
 #[async_trait::async_trait]
 impl TaskStore for SerialWrites {
-    async fn create(&self, t: &TaskRecord) -> Result<(), StoreError> {
+    async fn create(&self, t: &TaskRecord, args: &Value) -> Result<(), StoreError> {
         let _one = match &self.gate {
             Some(g) => Some(g.lock().await),
             None => None,
         };
-        self.store.create(t).await
+        self.store.create(t, args).await
     }
     async fn get(&self, tenant: &str, id: &str) -> Result<Option<TaskRecord>, StoreError> {
         self.store.get(tenant, id).await
+    }
+    async fn arguments(&self, tenant: &str, id: &str) -> Result<Option<Value>, StoreError> {
+        self.store.arguments(tenant, id).await
     }
     async fn update(&self, t: &TaskRecord) -> Result<u64, StoreError> {
         let _one = match &self.gate {
@@ -199,7 +202,7 @@ async fn create_table_is_idempotent_and_enables_ttl_in_seconds() {
 
     let mut t = task("a", Some(90_500));
     t.created_at_ms = 1_700_000_000_123;
-    store.create(&t).await.unwrap();
+    store.create(&t, &args()).await.unwrap();
     let item = raw_item(&client, store.table_name(), dynamo::pk("a", &t.task_id))
         .await
         .unwrap();
@@ -212,7 +215,7 @@ async fn create_table_is_idempotent_and_enables_ttl_in_seconds() {
     );
 
     let forever = task("a", None);
-    store.create(&forever).await.unwrap();
+    store.create(&forever, &args()).await.unwrap();
     let item = raw_item(
         &client,
         store.table_name(),
@@ -234,13 +237,13 @@ async fn a_task_is_never_readable_or_writable_from_another_tenant() {
     one.task_id = "c".into();
     let mut two = task("a", None);
     two.task_id = "b#c".into();
-    store.create(&one).await.unwrap();
-    store.create(&two).await.unwrap();
+    store.create(&one, &args()).await.unwrap();
+    store.create(&two, &args()).await.unwrap();
     assert_eq!(store.get("a#b", "c").await.unwrap(), Some(one.clone()));
     assert_eq!(store.get("a", "b#c").await.unwrap(), Some(two.clone()));
 
     let t = task("tenant-a", None);
-    store.create(&t).await.unwrap();
+    store.create(&t, &args()).await.unwrap();
     for other in ["tenant-b", "tenant-a#", "", "tenant"] {
         assert_eq!(
             store.get(other, &t.task_id).await.unwrap(),
@@ -271,9 +274,9 @@ async fn oversized_records_are_refused_and_store_nothing() {
     let Some(client) = client().await else { return };
     let store = fresh_store(&client).await;
     let mut huge = task("a", None);
-    huge.arguments = json!("y".repeat(MAX_RECORD_BYTES));
+    huge.checkpoint = json!("y".repeat(MAX_RECORD_BYTES));
     assert!(
-        matches!(store.create(&huge).await, Err(StoreError::TooLarge(n)) if n > MAX_RECORD_BYTES)
+        matches!(store.create(&huge, &args()).await, Err(StoreError::TooLarge(n)) if n > MAX_RECORD_BYTES)
     );
     assert!(
         raw_item(&client, store.table_name(), dynamo::pk("a", &huge.task_id))
@@ -282,7 +285,7 @@ async fn oversized_records_are_refused_and_store_nothing() {
     );
 
     let small = task("a", None);
-    store.create(&small).await.unwrap();
+    store.create(&small, &args()).await.unwrap();
     let mut done = store.get("a", &small.task_id).await.unwrap().unwrap();
     done.complete(json!({"content": [{"type": "text", "text": "z".repeat(MAX_RECORD_BYTES)}]}))
         .unwrap();
@@ -314,10 +317,10 @@ async fn records_that_fit_locally_fit_dynamodb_too() {
         // ~340 KB of JSON, ~510 KB in DynamoDB's accounting (3 bytes an element).
         ("long lists of small numbers", json!(vec![7; 170_000])),
     ];
-    for (what, args) in cases {
+    for (what, big) in cases {
         let mut t = task("a", Some(600_000));
-        t.arguments = args;
-        t.checkpoint = json!({"step": 1.5, "list": [1, 2, 3]});
+        t.checkpoint = big;
+        t.status_message = Some("step 1.5".into());
         // DynamoDB refuses the plain serde_dynamo item (this is why the fallback exists)...
         let mut plain: HashMap<String, AttributeValue> =
             serde_dynamo::aws_sdk_dynamodb_1::to_item(&t).unwrap();
@@ -337,7 +340,7 @@ async fn records_that_fit_locally_fit_dynamodb_too() {
         );
 
         store
-            .create(&t)
+            .create(&t, &args())
             .await
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         let read = store.get("a", &t.task_id).await.unwrap().unwrap();
@@ -372,7 +375,7 @@ async fn active_listing_pages_across_shards() {
     let mut all = Vec::new();
     for i in 0..40 {
         let t = task(&format!("t{}", i % 4), None);
-        store.create(&t).await.unwrap();
+        store.create(&t, &args()).await.unwrap();
         all.push(t);
     }
     let mut pages = Vec::new();
@@ -418,7 +421,7 @@ async fn tenant_listing_skips_stale_index_entries_and_keeps_pages_full() {
     let mut ids = Vec::new();
     for _ in 0..6 {
         let t = task("t", None);
-        store.create(&t).await.unwrap();
+        store.create(&t, &args()).await.unwrap();
         ids.push(t.task_id);
     }
     ids.sort();
@@ -506,11 +509,11 @@ async fn create_table_adds_the_tenant_index_to_an_older_table_and_backfills_it()
     let mut active = Vec::new();
     for tenant in ["a", "a#b", "a", "b"] {
         let t = task(tenant, None);
-        store.create(&t).await.unwrap();
+        store.create(&t, &args()).await.unwrap();
         active.push(t);
     }
     let mut done = task("a", None);
-    store.create(&done).await.unwrap();
+    store.create(&done, &args()).await.unwrap();
     done.complete(json!({"content": []})).unwrap();
     store.update(&done).await.unwrap();
     // Items as the previous release wrote them: without the attribute.
@@ -597,7 +600,8 @@ async fn create_table_adds_the_tenant_index_to_an_older_table_and_backfills_it()
     drop_table(&client, &name).await;
 }
 
-/// How the test proxy spoils the first `PutItem` it sees (then it passes everything through).
+/// How the test proxy spoils the first `PutItem` it sees of the kind it is told ([`Spoil`]);
+/// then it passes everything through.
 #[derive(Clone, Copy, Debug)]
 enum Loss {
     /// Forward the write, then answer 500 as if the answer were lost: the write landed.
@@ -610,11 +614,19 @@ enum Loss {
     AnswerAndReadLost,
 }
 
+/// Which `PutItem` of a create a [`lossy_proxy`] spoils: the arguments item's or the record's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Spoil {
+    Arguments,
+    Record,
+}
+
 /// A proxy in front of the emulator that spoils the first `PutItem` as `loss` says; returns
 /// the endpoint and the number of `PutItem` requests it saw.
 async fn lossy_proxy(
     endpoint: String,
     loss: Loss,
+    spoil: Spoil,
 ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -633,6 +645,7 @@ async fn lossy_proxy(
         async move {
             let (parts, body) = req.into_parts();
             let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let arguments_item = String::from_utf8_lossy(&body).contains("#args#");
             let target = parts
                 .headers
                 .get("x-amz-target")
@@ -657,7 +670,9 @@ async fn lossy_proxy(
                 }
                 fwd.body(body)
             };
-            let spoil = target.ends_with(".PutItem") && counter.fetch_add(1, Ordering::SeqCst) == 0;
+            let spoil = target.ends_with(".PutItem")
+                && arguments_item == (spoil == Spoil::Arguments)
+                && counter.fetch_add(1, Ordering::SeqCst) == 0;
             if target.ends_with(".GetItem") && fail_get.swap(false, Ordering::SeqCst) {
                 return error();
             }
@@ -717,19 +732,30 @@ async fn a_lost_answer_to_a_conditional_write_is_not_a_conflict() {
             let conf = c.config().to_builder().endpoint_url(url).build();
             DynamoStore::new(Client::from_conf(conf), direct.table_name())
         };
+        // The create's two writes (arguments, then the record), each spoiled in turn.
+        let args = json!({"seconds": 2.0, "ratio": 0.5, "n": 3});
         let mut t = task("lossy", None);
-        t.arguments = json!({"seconds": 2.0, "ratio": 0.5, "n": 3});
-        let (url, _) = lossy_proxy(endpoint.clone(), loss).await;
-        store(url)
-            .create(&t)
-            .await
-            .unwrap_or_else(|e| panic!("{loss:?}: create: {e}"));
+        for spoil in [Spoil::Arguments, Spoil::Record] {
+            t = task("lossy", None);
+            let (url, _) = lossy_proxy(endpoint.clone(), loss, spoil).await;
+            store(url)
+                .create(&t, &args)
+                .await
+                .unwrap_or_else(|e| panic!("{loss:?} {spoil:?}: create: {e}"));
+            tokio::time::sleep(std::time::Duration::from_millis(400)).await; // a late landing
+            let stored = direct.get("lossy", &t.task_id).await.unwrap().unwrap();
+            assert_eq!(stored.version, t.version, "{loss:?} {spoil:?}");
+            assert_eq!(
+                direct.arguments("lossy", &t.task_id).await.unwrap(),
+                Some(args.clone()),
+                "{loss:?} {spoil:?}"
+            );
+        }
         let stored = direct.get("lossy", &t.task_id).await.unwrap().unwrap();
-        assert_eq!(stored.version, t.version, "{loss:?}");
 
         let mut next = stored.clone();
         next.status_message = Some("halfway".into());
-        let (url, puts) = lossy_proxy(endpoint.clone(), loss).await;
+        let (url, puts) = lossy_proxy(endpoint.clone(), loss, Spoil::Record).await;
         let s = store(url);
         assert_eq!(
             s.update(&next)
@@ -772,5 +798,86 @@ async fn the_per_tenant_running_guard_passes_its_contract_on_the_table() {
     );
     assert_eq!(store.count_tenant_active("slots-a", 100).await.unwrap(), 0);
     assert!(store.list_expired(u64::MAX, 100).await.unwrap().is_empty());
+    drop_table(&client, store.table_name()).await;
+}
+
+/// A task's arguments are one item of their own, written at creation: the record item a
+/// checkpoint rewrites stays small however large the arguments, the arguments item is never
+/// listed, keeps the task's TTL for DynamoDB to expire it, and goes with the task.
+#[tokio::test]
+async fn arguments_live_in_their_own_item_and_record_writes_leave_it_alone() {
+    let Some(client) = client().await else { return };
+    let store = fresh_store(&client).await;
+    let given = json!({"seconds": 5, "pad": "p".repeat(200_000)});
+    let t = task("big", Some(600_000));
+    store.create(&t, &given).await.unwrap();
+
+    let record = raw_item(&client, store.table_name(), dynamo::pk("big", &t.task_id))
+        .await
+        .unwrap();
+    assert!(!record.contains_key("arguments"));
+    let record_bytes: usize = record
+        .iter()
+        .map(|(k, v)| k.len() + format!("{v:?}").len())
+        .sum();
+    assert!(
+        record_bytes < 4_000,
+        "the record item is {record_bytes} bytes"
+    );
+
+    let key = dynamo::arguments_key("big", &t.task_id);
+    let args_item = raw_item(&client, store.table_name(), key.clone())
+        .await
+        .unwrap();
+    let mut names: Vec<&str> = args_item.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [dynamo::ATTR_ARGUMENTS, dynamo::ATTR_PK, dynamo::ATTR_TTL]
+    );
+    assert_eq!(
+        args_item[dynamo::ATTR_TTL],
+        record[dynamo::ATTR_TTL],
+        "expires with its task"
+    );
+
+    // Checkpoints and the end of the task rewrite the record only.
+    let mut cur = store.get("big", &t.task_id).await.unwrap().unwrap();
+    for step in 0..3 {
+        cur.checkpoint = json!({"step": step});
+        cur.version = store.update(&cur).await.unwrap();
+    }
+    cur.complete(json!({"content": []})).unwrap();
+    store.update(&cur).await.unwrap();
+    let after = raw_item(&client, store.table_name(), key.clone())
+        .await
+        .unwrap();
+    assert_eq!(after, args_item);
+    assert_eq!(
+        store.arguments("big", &t.task_id).await.unwrap(),
+        Some(given)
+    );
+
+    // Never listed, never readable as a task, not even by its own tenant.
+    let other = task("big", Some(600_000));
+    store.create(&other, &args()).await.unwrap();
+    let listed = store.list_active(None, 100).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(
+        store
+            .list_tenant_active("big", None, 100)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(store.count_tenant_active("big", 100).await.unwrap(), 1);
+    assert_eq!(store.list_expired(u64::MAX, 100).await.unwrap().len(), 2);
+    let as_id = key.strip_prefix(&dynamo::tenant_hash("big")).unwrap();
+    assert_eq!(store.get("big", as_id).await.unwrap(), None);
+    assert_eq!(store.arguments("big", as_id).await.unwrap(), None);
+
+    store.delete("big", &t.task_id).await.unwrap();
+    assert!(raw_item(&client, store.table_name(), key).await.is_none());
     drop_table(&client, store.table_name()).await;
 }

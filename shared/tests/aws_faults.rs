@@ -341,14 +341,18 @@ impl Journaled {
 
 #[async_trait]
 impl TaskStore for Journaled {
-    async fn create(&self, task: &TaskRecord) -> Result<(), StoreError> {
-        let out = self.inner.create(task).await;
+    async fn create(&self, task: &TaskRecord, arguments: &Value) -> Result<(), StoreError> {
+        let out = self.inner.create(task, arguments).await;
         self.note(task, format!("create -> {out:?}"));
         out
     }
 
     async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
         self.inner.get(tenant, task_id).await
+    }
+
+    async fn arguments(&self, tenant: &str, task_id: &str) -> Result<Option<Value>, StoreError> {
+        self.inner.arguments(tenant, task_id).await
     }
 
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {

@@ -361,12 +361,11 @@ pub async fn seed_in_flight(dir: &std::path::Path, n: usize) {
                 "local",
                 new_task_id(),
                 "wait",
-                json!({"seconds": 3600}),
                 Some(86_400_000),
                 1000,
                 json!({}),
             );
-            store.create(&t).await.unwrap();
+            store.create(&t, &json!({"seconds": 3600})).await.unwrap();
             t.lease = Some(Lease {
                 owner: "dead-process".into(),
                 expires_at_ms: u64::MAX / 2,

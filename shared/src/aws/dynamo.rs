@@ -108,7 +108,7 @@ use aws_sdk_dynamodb::types::{
 use serde_dynamo::aws_sdk_dynamodb_1 as sd;
 use serde_json::{Map, Value};
 
-use crate::store::{StoreError, TaskKey, TaskStore, encode};
+use crate::store::{StoreError, TaskKey, TaskStore, encode, encode_arguments};
 use crate::task::TaskRecord;
 
 /// Table key: `{tenant}#{taskId}` (tenant escaped).
@@ -124,6 +124,8 @@ pub const ATTR_TENANT_ACTIVE: &str = "tenant_active";
 pub const ATTR_EXPIRES_MS: &str = "expires_ms";
 /// DynamoDB's TTL attribute: epoch seconds of expiry, rounded up; present only with a TTL.
 pub const ATTR_TTL: &str = "ttl";
+/// The JSON text of a task's arguments, in the task's arguments item (see [`arguments_key`]).
+pub const ATTR_ARGUMENTS: &str = "args";
 /// The sparse index of non-terminal tasks.
 pub const INDEX_ACTIVE: &str = "active";
 /// The sparse index of tasks with an expiry.
@@ -264,6 +266,66 @@ impl DynamoStore {
     }
 
     /// Whether the item now is exactly `landed` (a consistent read; a failed read says no).
+    /// Stores a new task's arguments in their own item (see [`arguments_key`]): written once,
+    /// here, so the record's frequent writes stay small — DynamoDB bills a `PutItem` or
+    /// `UpdateItem` by the larger of the old and new item, so arguments kept in the record
+    /// would be paid again at every checkpoint. The item carries the task's TTL attribute
+    /// (DynamoDB removes it with an expired task even if the sweep never does) and no index
+    /// attribute: no listing sees it.
+    ///
+    /// Conditional on the item being absent, with the SDK's retries on: a failed condition
+    /// re-reads the item, and finding exactly these arguments means an earlier attempt of this
+    /// call landed (task ids are random, so nothing else writes that key).
+    async fn put_arguments(&self, task: &TaskRecord, bytes: Vec<u8>) -> Result<(), StoreError> {
+        let key = arguments_key(&task.tenant, &task.task_id);
+        let mut req = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item(ATTR_PK, AttributeValue::S(key))
+            .item(ATTR_ARGUMENTS, AttributeValue::B(Blob::new(bytes.clone())))
+            .condition_expression("attribute_not_exists(#pk)")
+            .expression_attribute_names("#pk", ATTR_PK);
+        if let Some(at) = task.expires_at_ms() {
+            req = req.item(ATTR_TTL, AttributeValue::N(at.div_ceil(1000).to_string()));
+        }
+        match req.send().await {
+            Ok(_) => Ok(()),
+            Err(e) if is_condition_failed(&e) => {
+                match self.arguments_bytes(&task.tenant, &task.task_id).await? {
+                    Some(stored) if stored == bytes => Ok(()),
+                    _ => Err(StoreError::Conflict),
+                }
+            }
+            Err(e) => Err(backend("create", &self.table, e)),
+        }
+    }
+
+    /// The stored JSON text of a task's arguments.
+    async fn arguments_bytes(
+        &self,
+        tenant: &str,
+        task_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(ATTR_PK, AttributeValue::S(arguments_key(tenant, task_id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| backend("get", &self.table, e))?;
+        match out.item.as_ref().and_then(|i| i.get(ATTR_ARGUMENTS)) {
+            Some(AttributeValue::B(b)) => Ok(Some(b.clone().into_inner())),
+            Some(_) => Err(codec(
+                "deserialize",
+                "arguments item without binary arguments",
+            )),
+            None => Ok(None),
+        }
+    }
+
     async fn holds(&self, landed: &TaskRecord) -> bool {
         matches!(
             self.get(&landed.tenant, &landed.task_id).await,
@@ -437,7 +499,14 @@ impl DynamoStore {
 
 #[async_trait]
 impl TaskStore for DynamoStore {
-    async fn create(&self, task: &TaskRecord) -> Result<(), StoreError> {
+    async fn create(&self, task: &TaskRecord, arguments: &Value) -> Result<(), StoreError> {
+        // Both sizes are checked before anything is written. The arguments go first: a record
+        // is never readable without them (a crash between the two leaves an arguments item
+        // alone, which DynamoDB's TTL removes).
+        encode(task)?;
+        to_item(task)?;
+        let bytes = encode_arguments(arguments)?;
+        self.put_arguments(task, bytes).await?;
         self.put(
             "create",
             task,
@@ -450,6 +519,10 @@ impl TaskStore for DynamoStore {
     }
 
     async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        if task_id.starts_with('#') {
+            // Not a task key: the tenant's running-jobs and arguments items live there.
+            return Ok(None);
+        }
         let out = self
             .client
             .get_item()
@@ -460,6 +533,16 @@ impl TaskStore for DynamoStore {
             .await
             .map_err(|e| backend("get", &self.table, e))?;
         out.item.map(from_item).transpose()
+    }
+
+    async fn arguments(&self, tenant: &str, task_id: &str) -> Result<Option<Value>, StoreError> {
+        if task_id.starts_with('#') {
+            return Ok(None);
+        }
+        self.arguments_bytes(tenant, task_id)
+            .await?
+            .map(|b| serde_json::from_slice(&b).map_err(|e| codec("deserialize", e)))
+            .transpose()
     }
 
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
@@ -604,13 +687,17 @@ impl TaskStore for DynamoStore {
     }
 
     async fn delete(&self, tenant: &str, task_id: &str) -> Result<(), StoreError> {
-        self.client
-            .delete_item()
-            .table_name(&self.table)
-            .key(ATTR_PK, AttributeValue::S(pk(tenant, task_id)))
-            .send()
-            .await
-            .map_err(|e| backend("delete", &self.table, e))?;
+        // Arguments first: a purge cut short leaves the record, so the next purge finds it and
+        // finishes; the other order could strand an arguments item.
+        for key in [arguments_key(tenant, task_id), pk(tenant, task_id)] {
+            self.client
+                .delete_item()
+                .table_name(&self.table)
+                .key(ATTR_PK, AttributeValue::S(key))
+                .send()
+                .await
+                .map_err(|e| backend("delete", &self.table, e))?;
+        }
         Ok(())
     }
 }
@@ -710,6 +797,15 @@ impl crate::quota::RunSlots for DynamoStore {
 fn runs_key(tenant: &str) -> String {
     let mut k = tenant_hash(tenant);
     k.push_str("#runs");
+    k
+}
+
+/// The key of a task's arguments item: the tenant's key prefix, `#args#`, the task id. Task
+/// ids never start with `#`, so no task key (nor the running-jobs key) is ever one of these.
+pub fn arguments_key(tenant: &str, task_id: &str) -> String {
+    let mut k = tenant_hash(tenant);
+    k.push_str("#args#");
+    k.push_str(task_id);
     k
 }
 
@@ -1218,15 +1314,9 @@ mod tests {
     use serde_json::json;
 
     fn record(tenant: &str, ttl: Option<u64>) -> TaskRecord {
-        TaskRecord::new(
-            tenant,
-            new_task_id(),
-            "tool",
-            json!({"n": 1, "s": "", "f": 0.5, "deep": {"a": [1, null, true]}}),
-            ttl,
-            1000,
-            json!({}),
-        )
+        let mut t = TaskRecord::new(tenant, new_task_id(), "tool", ttl, 1000, json!({}));
+        t.checkpoint = json!({"n": 1, "s": "", "f": 0.5, "deep": {"a": [1, null, true]}});
+        t
     }
 
     #[test]
@@ -1265,7 +1355,11 @@ mod tests {
         assert_eq!(item[ATTR_TENANT_ACTIVE].as_s().unwrap(), "t#");
         assert_eq!(item[ATTR_EXPIRES_MS].as_n().unwrap(), "11500");
         assert_eq!(item[ATTR_TTL].as_n().unwrap(), "12", "seconds, rounded up");
-        assert!(item["arguments"].is_m(), "native attributes by default");
+        assert!(item["checkpoint"].is_m(), "native attributes by default");
+        assert!(
+            !item.contains_key("arguments"),
+            "arguments live in their own item"
+        );
         assert_eq!(from_item(item).unwrap(), t);
 
         let mut done = record("t", None);
@@ -1302,15 +1396,15 @@ mod tests {
             // accounting (3 bytes an element) plus the result below: over 400 KB natively.
             json!(vec![7; 120_000]),
         ];
-        for args in cases {
+        for checkpoint in cases {
             let mut t = record("t", None);
-            t.arguments = args;
-            if t.arguments.is_array() {
+            t.checkpoint = checkpoint;
+            if t.checkpoint.is_array() {
                 t.result = Some(json!(vec![1; 40_000]));
             }
             encode(&t).unwrap();
             let item = to_item(&t).unwrap();
-            assert!(item["arguments"].is_b());
+            assert!(item["checkpoint"].is_b());
             assert!(item["status"].is_s(), "scalars stay native");
             assert!(item["version"].is_n());
             assert_eq!(from_item(item).unwrap(), t);

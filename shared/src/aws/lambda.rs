@@ -744,8 +744,11 @@ mod tests {
 
     #[async_trait]
     impl TaskStore for Flaky {
-        async fn create(&self, task: &TaskRecord) -> Result<(), StoreError> {
-            self.inner.create(task).await
+        async fn create(&self, task: &TaskRecord, args: &Value) -> Result<(), StoreError> {
+            self.inner.create(task, args).await
+        }
+        async fn arguments(&self, tenant: &str, id: &str) -> Result<Option<Value>, StoreError> {
+            self.inner.arguments(tenant, id).await
         }
         async fn get(&self, tenant: &str, id: &str) -> Result<Option<TaskRecord>, StoreError> {
             if self
@@ -805,12 +808,11 @@ mod tests {
             &msg.tenant,
             msg.task_id.clone(),
             "wait",
-            json!({"seconds": 0}),
             Some(3_600_000),
             1000,
             json!({}),
         );
-        r.store.create(&task).await.unwrap();
+        r.store.create(&task, &json!({"seconds": 0})).await.unwrap();
     }
 
     fn sample() -> (SqsEvent, WorkMessage) {

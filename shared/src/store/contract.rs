@@ -4,22 +4,19 @@
 
 use std::future::Future;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{StoreError, TaskStore};
 use crate::task::{TaskRecord, TaskStatus, new_task_id};
 
 /// A fresh `working` task of `tenant` (also for adapter-specific tests).
 pub fn task(tenant: &str, ttl_ms: Option<u64>) -> TaskRecord {
-    TaskRecord::new(
-        tenant,
-        new_task_id(),
-        "tool",
-        json!({"n": 1}),
-        ttl_ms,
-        1000,
-        json!({}),
-    )
+    TaskRecord::new(tenant, new_task_id(), "tool", ttl_ms, 1000, json!({}))
+}
+
+/// Arguments for [`task`]s whose arguments do not matter.
+pub fn args() -> Value {
+    json!({"n": 1})
 }
 
 /// Runs every contract check, each on a fresh store from `make`.
@@ -43,24 +40,30 @@ where
     tenant_listing_pages_cover_every_task_once_in_order(&make().await).await;
     oversized_records_are_refused_and_change_nothing(&make().await).await;
     delete_removes_and_is_idempotent(&make().await).await;
+    arguments_are_written_once_and_read_back_exactly(&make().await).await;
+    arguments_survive_every_record_write_and_go_with_delete(&make().await).await;
+    oversized_arguments_are_refused_and_store_nothing(&make().await).await;
 }
 
 async fn create_then_get_round_trips(s: &impl TaskStore) {
     let t = task("a", Some(60_000));
-    s.create(&t).await.unwrap();
+    s.create(&t, &args()).await.unwrap();
     assert_eq!(s.get("a", &t.task_id).await.unwrap(), Some(t.clone()));
     assert_eq!(s.get("a", "tsk_missing").await.unwrap(), None);
 }
 
 async fn create_twice_conflicts(s: &impl TaskStore) {
     let t = task("a", None);
-    s.create(&t).await.unwrap();
-    assert!(matches!(s.create(&t).await, Err(StoreError::Conflict)));
+    s.create(&t, &args()).await.unwrap();
+    assert!(matches!(
+        s.create(&t, &args()).await,
+        Err(StoreError::Conflict)
+    ));
 }
 
 async fn another_tenant_sees_nothing(s: &impl TaskStore) {
     let t = task("a", None);
-    s.create(&t).await.unwrap();
+    s.create(&t, &args()).await.unwrap();
     assert_eq!(s.get("b", &t.task_id).await.unwrap(), None);
     let mut foreign = t.clone();
     foreign.tenant = "b".into();
@@ -74,7 +77,7 @@ async fn another_tenant_sees_nothing(s: &impl TaskStore) {
 
 async fn update_requires_the_read_version(s: &impl TaskStore) {
     let t = task("a", None);
-    s.create(&t).await.unwrap();
+    s.create(&t, &args()).await.unwrap();
     let mut read = s.get("a", &t.task_id).await.unwrap().unwrap();
     read.status_message = Some("step 1".into());
     let v = s.update(&read).await.unwrap();
@@ -88,7 +91,7 @@ async fn update_requires_the_read_version(s: &impl TaskStore) {
 
 async fn terminal_records_are_never_overwritten(s: &impl TaskStore) {
     let t = task("a", None);
-    s.create(&t).await.unwrap();
+    s.create(&t, &args()).await.unwrap();
     let mut done = s.get("a", &t.task_id).await.unwrap().unwrap();
     done.complete(json!({"content": []})).unwrap();
     s.update(&done).await.unwrap();
@@ -102,7 +105,7 @@ async fn terminal_records_are_never_overwritten(s: &impl TaskStore) {
 
 async fn only_one_of_two_racing_writers_wins(s: &impl TaskStore) {
     let t = task("a", None);
-    s.create(&t).await.unwrap();
+    s.create(&t, &args()).await.unwrap();
     let read = s.get("a", &t.task_id).await.unwrap().unwrap();
     let mut completes = read.clone();
     completes.complete(json!({"content": []})).unwrap();
@@ -117,8 +120,8 @@ async fn only_one_of_two_racing_writers_wins(s: &impl TaskStore) {
 async fn active_and_expired_listings_track_status_and_ttl(s: &impl TaskStore) {
     let live = task("a", None);
     let short = task("b", Some(1));
-    s.create(&live).await.unwrap();
-    s.create(&short).await.unwrap();
+    s.create(&live, &args()).await.unwrap();
+    s.create(&short, &args()).await.unwrap();
     let active = s.list_active(None, 100).await.unwrap();
     assert_eq!(active.len(), 2);
     let mut done = s.get("a", &live.task_id).await.unwrap().unwrap();
@@ -139,7 +142,7 @@ async fn active_listing_pages_cover_every_task_once(s: &impl TaskStore) {
     let mut want = std::collections::BTreeSet::new();
     for i in 0..25 {
         let t = task(&format!("tenant{}", i % 3), None);
-        s.create(&t).await.unwrap();
+        s.create(&t, &args()).await.unwrap();
         want.insert(t.task_id);
     }
     let mut got = std::collections::BTreeSet::new();
@@ -207,12 +210,12 @@ async fn tenant_listing_shows_only_that_tenants_active_tasks(s: &impl TaskStore)
         let mut ids = Vec::new();
         for _ in 0..2 {
             let t = task(tenant, None);
-            s.create(&t).await.unwrap();
+            s.create(&t, &args()).await.unwrap();
             ids.push(t.task_id);
         }
         // A finished task of the same tenant is not listed.
         let mut done = task(tenant, None);
-        s.create(&done).await.unwrap();
+        s.create(&done, &args()).await.unwrap();
         done.complete(json!({"content": []})).unwrap();
         s.update(&done).await.unwrap();
         ids.sort();
@@ -240,13 +243,13 @@ async fn tenant_listing_shows_only_that_tenants_active_tasks(s: &impl TaskStore)
 
 async fn tenant_count_counts_only_that_tenants_active_tasks(s: &impl TaskStore) {
     for _ in 0..5 {
-        s.create(&task("count-a", None)).await.unwrap();
+        s.create(&task("count-a", None), &args()).await.unwrap();
     }
     for _ in 0..3 {
-        s.create(&task("count-ab", None)).await.unwrap();
+        s.create(&task("count-ab", None), &args()).await.unwrap();
     }
     let mut done = task("count-a", None);
-    s.create(&done).await.unwrap();
+    s.create(&done, &args()).await.unwrap();
     done.complete(json!({"content": []})).unwrap();
     s.update(&done).await.unwrap();
     assert_eq!(s.count_tenant_active("count-a", 100).await.unwrap(), 5);
@@ -263,7 +266,7 @@ async fn tenant_listing_tracks_updates_and_terminal_transitions(s: &impl TaskSto
     let mut ids = Vec::new();
     for _ in 0..4 {
         let t = task("t", None);
-        s.create(&t).await.unwrap();
+        s.create(&t, &args()).await.unwrap();
         ids.push(t.task_id);
     }
     ids.sort();
@@ -294,10 +297,10 @@ async fn tenant_listing_pages_cover_every_task_once_in_order(s: &impl TaskStore)
     let mut want = Vec::new();
     for i in 0..23 {
         let t = task("p", None);
-        s.create(&t).await.unwrap();
+        s.create(&t, &args()).await.unwrap();
         want.push(t.task_id);
         // Neighbours by name, interleaved.
-        s.create(&task(["p#", "pp", "p#p"][i % 3], None))
+        s.create(&task(["p#", "pp", "p#p"][i % 3], None), &args())
             .await
             .unwrap();
     }
@@ -345,15 +348,15 @@ async fn tenant_listing_pages_cover_every_task_once_in_order(s: &impl TaskStore)
     let first = task("q", None);
     tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     let second = task("q", None);
-    s.create(&second).await.unwrap();
-    s.create(&first).await.unwrap();
+    s.create(&second, &args()).await.unwrap();
+    s.create(&first, &args()).await.unwrap();
     let listed = ids(s.list_tenant_active("q", None, 10).await.unwrap());
     assert_eq!(listed, vec![first.task_id, second.task_id]);
 }
 
 async fn oversized_records_are_refused_and_change_nothing(s: &impl TaskStore) {
     let t = task("a", None);
-    s.create(&t).await.unwrap();
+    s.create(&t, &args()).await.unwrap();
     let mut big = s.get("a", &t.task_id).await.unwrap().unwrap();
     big.complete(
         json!({"content": [{"type": "text", "text": "x".repeat(super::MAX_RECORD_BYTES)}]}),
@@ -363,17 +366,101 @@ async fn oversized_records_are_refused_and_change_nothing(s: &impl TaskStore) {
     let now = s.get("a", &t.task_id).await.unwrap().unwrap();
     assert_eq!(now.status, TaskStatus::Working);
     let mut huge = task("a", None);
-    huge.arguments = json!("y".repeat(super::MAX_RECORD_BYTES));
+    huge.checkpoint = json!("y".repeat(super::MAX_RECORD_BYTES));
     assert!(matches!(
-        s.create(&huge).await,
+        s.create(&huge, &args()).await,
         Err(StoreError::TooLarge(_))
     ));
     assert_eq!(s.get("a", &huge.task_id).await.unwrap(), None);
+    assert_eq!(s.arguments("a", &huge.task_id).await.unwrap(), None);
+}
+
+async fn arguments_are_written_once_and_read_back_exactly(s: &impl TaskStore) {
+    // What DynamoDB cannot hold natively (depth over 32, numbers out of its range) and text
+    // of every kind must come back exactly as given.
+    let mut deep = json!("leaf");
+    for _ in 0..40 {
+        deep = json!({ "d": deep });
+    }
+    let given = json!({
+        "deep": deep,
+        "numbers": [1e300, 1e-200, -0.5, 18_446_744_073_709_551_615u64, -9_007_199_254_740_993i64],
+        "text": "naïve ✓ \u{0}\u{1f} 🦀",
+        "empty": {}, "none": null, "list": [],
+    });
+    let t = task("a", Some(60_000));
+    s.create(&t, &given).await.unwrap();
+    assert_eq!(
+        s.arguments("a", &t.task_id).await.unwrap(),
+        Some(given.clone())
+    );
+    // Never part of the record a reader of the task gets.
+    let read = s.get("a", &t.task_id).await.unwrap().unwrap();
+    assert_eq!(read.inline_arguments, None);
+    // Another tenant, an unknown task, a key-like id: nothing.
+    assert_eq!(s.arguments("b", &t.task_id).await.unwrap(), None);
+    assert_eq!(s.arguments("a", "tsk_missing").await.unwrap(), None);
+    // A second create of the same key conflicts and leaves the first arguments.
+    let mut again = t.clone();
+    again.status_message = Some("again".into());
+    assert!(matches!(
+        s.create(&again, &json!({"other": true})).await,
+        Err(StoreError::Conflict)
+    ));
+    assert_eq!(s.arguments("a", &t.task_id).await.unwrap(), Some(given));
+    // Arguments of any JSON type are kept (the engine only ever stores objects).
+    let scalar = task("a", None);
+    s.create(&scalar, &json!(7)).await.unwrap();
+    assert_eq!(
+        s.arguments("a", &scalar.task_id).await.unwrap(),
+        Some(json!(7))
+    );
+}
+
+async fn arguments_survive_every_record_write_and_go_with_delete(s: &impl TaskStore) {
+    let given = json!({"seconds": 3, "pad": "p".repeat(50_000)});
+    let t = task("a", Some(60_000));
+    s.create(&t, &given).await.unwrap();
+    let mut cur = s.get("a", &t.task_id).await.unwrap().unwrap();
+    for i in 0..3 {
+        cur.checkpoint = json!({"step": i});
+        cur.version = s.update(&cur).await.unwrap();
+    }
+    cur.complete(json!({"content": []})).unwrap();
+    s.update(&cur).await.unwrap();
+    assert_eq!(s.arguments("a", &t.task_id).await.unwrap(), Some(given));
+    s.delete("a", &t.task_id).await.unwrap();
+    assert_eq!(s.arguments("a", &t.task_id).await.unwrap(), None);
+    // A record of an earlier build, with its arguments inline, keeps them through updates.
+    let mut old = task("a", None);
+    old.inline_arguments = Some(json!({"inline": 1}));
+    s.create(&old, &Value::Null).await.unwrap();
+    let mut cur = s.get("a", &old.task_id).await.unwrap().unwrap();
+    assert_eq!(cur.inline_arguments, Some(json!({"inline": 1})));
+    cur.checkpoint = json!(1);
+    s.update(&cur).await.unwrap();
+    let cur = s.get("a", &old.task_id).await.unwrap().unwrap();
+    assert_eq!(cur.inline_arguments, Some(json!({"inline": 1})));
+}
+
+async fn oversized_arguments_are_refused_and_store_nothing(s: &impl TaskStore) {
+    let t = task("a", None);
+    let huge = json!({"pad": "y".repeat(super::MAX_RECORD_BYTES)});
+    assert!(matches!(
+        s.create(&t, &huge).await,
+        Err(StoreError::TooLarge(_))
+    ));
+    assert_eq!(s.get("a", &t.task_id).await.unwrap(), None);
+    assert_eq!(s.arguments("a", &t.task_id).await.unwrap(), None);
+    // Just under the bound fits, beside a record of ordinary size.
+    let fits = json!("z".repeat(super::MAX_RECORD_BYTES - 2));
+    s.create(&t, &fits).await.unwrap();
+    assert_eq!(s.arguments("a", &t.task_id).await.unwrap(), Some(fits));
 }
 
 async fn delete_removes_and_is_idempotent(s: &impl TaskStore) {
     let t = task("a", Some(10));
-    s.create(&t).await.unwrap();
+    s.create(&t, &args()).await.unwrap();
     s.delete("a", &t.task_id).await.unwrap();
     s.delete("a", &t.task_id).await.unwrap();
     assert_eq!(s.get("a", &t.task_id).await.unwrap(), None);

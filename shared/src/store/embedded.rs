@@ -3,9 +3,11 @@
 //! `create`/`update` return, which is what lets `CreateTaskResult` go out only once the task
 //! would survive a crash.
 //!
-//! Three tables, written in one transaction: `tasks` (key → JSON record), `active` (keys of
-//! non-terminal tasks, for recovery at start-up and the sweep) and `expiry` (expiry time, key),
-//! so neither recovery nor purging scans every task.
+//! Four tables, written in one transaction: `tasks` (key → JSON record), `arguments` (key →
+//! the task's JSON arguments, written at creation and removed with the task: a checkpoint
+//! rewrites the record only), `active` (keys of non-terminal tasks, for recovery at start-up
+//! and the sweep) and `expiry` (expiry time, key), so neither recovery nor purging scans every
+//! task.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -15,12 +17,16 @@ use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use tokio::sync::{mpsc, oneshot};
 
+use serde_json::Value;
+
 use super::{
-    StoreError, TaskKey, TaskStore, decode, encode, key, key_of, split_key, tenant_prefix,
+    StoreError, TaskKey, TaskStore, decode, encode, encode_arguments, key, key_of, split_key,
+    tenant_prefix,
 };
 use crate::task::TaskRecord;
 
 const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
+const ARGUMENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("arguments");
 const ACTIVE: TableDefinition<&str, ()> = TableDefinition::new("active");
 const EXPIRY: TableDefinition<(u64, &str), ()> = TableDefinition::new("expiry");
 
@@ -56,7 +62,8 @@ impl Drop for Inner {
 }
 
 enum Op {
-    Create(TaskRecord, Vec<u8>),
+    /// The record and its encoded form, then the encoded arguments.
+    Create(TaskRecord, Vec<u8>, Vec<u8>),
     /// The record as it should be stored (its version already bumped).
     Update(TaskRecord, Vec<u8>),
     Delete(String),
@@ -78,6 +85,7 @@ impl EmbeddedStore {
         let txn = db.begin_write().map_err(backend)?;
         {
             txn.open_table(TASKS).map_err(backend)?;
+            txn.open_table(ARGUMENTS).map_err(backend)?;
             txn.open_table(ACTIVE).map_err(backend)?;
             txn.open_table(EXPIRY).map_err(backend)?;
         }
@@ -174,13 +182,17 @@ fn stored(txn: &WriteTransaction, k: &str) -> Result<Lookup, StoreError> {
 /// condition fails (nothing written for it), `Err` when the transaction itself failed.
 fn apply(txn: &WriteTransaction, op: &Op) -> Result<Result<u64, StoreError>, StoreError> {
     match op {
-        Op::Create(task, bytes) => {
+        Op::Create(task, bytes, arguments) => {
             let k = key(&task.tenant, &task.task_id);
             match stored(txn, &k)? {
                 Ok(None) => {}
                 Ok(Some(_)) => return Ok(Err(StoreError::Conflict)),
                 Err(e) => return Ok(Err(e)),
             }
+            txn.open_table(ARGUMENTS)
+                .map_err(backend)?
+                .insert(k.as_str(), arguments.as_slice())
+                .map_err(backend)?;
             put(txn, &k, task, bytes, None)?;
             Ok(Ok(task.version))
         }
@@ -206,6 +218,10 @@ fn apply(txn: &WriteTransaction, op: &Op) -> Result<Result<u64, StoreError>, Sto
                 Err(_) => None,
             };
             txn.open_table(TASKS)
+                .map_err(backend)?
+                .remove(k.as_str())
+                .map_err(backend)?;
+            txn.open_table(ARGUMENTS)
                 .map_err(backend)?
                 .remove(k.as_str())
                 .map_err(backend)?;
@@ -252,15 +268,25 @@ fn put(
 
 #[async_trait]
 impl TaskStore for EmbeddedStore {
-    async fn create(&self, task: &TaskRecord) -> Result<(), StoreError> {
+    async fn create(&self, task: &TaskRecord, arguments: &Value) -> Result<(), StoreError> {
         let bytes = encode(task)?;
-        self.write(Op::Create(task.clone(), bytes))
+        let arguments = encode_arguments(arguments)?;
+        self.write(Op::Create(task.clone(), bytes, arguments))
             .await
             .map(|_| ())
     }
 
     async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
         self.read_one(&key(tenant, task_id))
+    }
+
+    async fn arguments(&self, tenant: &str, task_id: &str) -> Result<Option<Value>, StoreError> {
+        let txn = self.inner.db.begin_read().map_err(backend)?;
+        let table = txn.open_table(ARGUMENTS).map_err(backend)?;
+        match table.get(key(tenant, task_id).as_str()).map_err(backend)? {
+            Some(v) => serde_json::from_slice(v.value()).map(Some).map_err(backend),
+            None => Ok(None),
+        }
     }
 
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
@@ -402,22 +428,18 @@ mod tests {
     async fn records_and_indexes_survive_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tasks.redb");
-        let task = TaskRecord::new(
-            "t",
-            new_task_id(),
-            "x",
-            json!({"a": 1}),
-            None,
-            1000,
-            json!({}),
-        );
+        let task = TaskRecord::new("t", new_task_id(), "x", None, 1000, json!({}));
         {
             let store = EmbeddedStore::open(&path).unwrap();
-            store.create(&task).await.unwrap();
+            store.create(&task, &json!({"a": 1})).await.unwrap();
         }
         let store = EmbeddedStore::open(&path).unwrap();
         let got = store.get("t", &task.task_id).await.unwrap().unwrap();
         assert_eq!(got, task);
+        assert_eq!(
+            store.arguments("t", &task.task_id).await.unwrap(),
+            Some(json!({"a": 1}))
+        );
         assert_eq!(store.list_active(None, 10).await.unwrap().len(), 1);
         let mut done = got.clone();
         done.complete(json!({"content": []})).unwrap();
@@ -427,19 +449,54 @@ mod tests {
         assert!(store.list_active(None, 10).await.unwrap().is_empty());
     }
 
+    /// What a checkpoint rewrites is the `tasks` row: it never holds the arguments.
+    #[tokio::test]
+    async fn large_arguments_are_written_once_beside_a_small_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open(&dir.path().join("tasks.redb")).unwrap();
+        let task = TaskRecord::new("t", new_task_id(), "x", None, 1000, json!({}));
+        let args = json!({"label": "x".repeat(280_000)});
+        store.create(&task, &args).await.unwrap();
+        let mut cur = store.get("t", &task.task_id).await.unwrap().unwrap();
+        for step in 0..3 {
+            cur.checkpoint = json!({"waited_ms": step * 1000});
+            cur.version = store.update(&cur).await.unwrap();
+        }
+        let k = key("t", &task.task_id);
+        let txn = store.inner.db.begin_read().unwrap();
+        let row = txn
+            .open_table(TASKS)
+            .unwrap()
+            .get(k.as_str())
+            .unwrap()
+            .unwrap()
+            .value()
+            .len();
+        assert!(row < 2_000, "the record row is {row} bytes");
+        let kept = txn
+            .open_table(ARGUMENTS)
+            .unwrap()
+            .get(k.as_str())
+            .unwrap()
+            .unwrap()
+            .value()
+            .to_vec();
+        assert_eq!(kept, serde_json::to_vec(&args).unwrap());
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writes_share_commits_and_all_persist() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tasks.redb");
         let store = EmbeddedStore::open(&path).unwrap();
         let tasks: Vec<TaskRecord> = (0..300)
-            .map(|i| TaskRecord::new("t", new_task_id(), "x", json!(i), None, 1000, json!({})))
+            .map(|_| TaskRecord::new("t", new_task_id(), "x", None, 1000, json!({})))
             .collect();
         let mut set = tokio::task::JoinSet::new();
         for t in tasks.clone() {
             let store = store.clone();
             set.spawn(async move {
-                store.create(&t).await.unwrap();
+                store.create(&t, &json!({})).await.unwrap();
                 let mut done = t.clone();
                 done.complete(json!({"content": []})).unwrap();
                 store.update(&done).await

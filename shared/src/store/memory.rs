@@ -4,14 +4,19 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
+use serde_json::Value;
 
-use super::{StoreError, TaskKey, TaskStore, encode, key, key_of, split_key, tenant_prefix};
+use super::{
+    StoreError, TaskKey, TaskStore, encode, encode_arguments, key, key_of, split_key, tenant_prefix,
+};
 use crate::task::TaskRecord;
 
-/// Records in a map behind a mutex; the lock is never held across an await.
+/// Records (and each task's arguments beside its record) in a map behind a mutex; the lock is
+/// never held across an await.
 #[derive(Default)]
 pub struct MemoryStore {
     items: Mutex<BTreeMap<String, TaskRecord>>,
+    arguments: Mutex<BTreeMap<String, Value>>,
 }
 
 impl MemoryStore {
@@ -25,23 +30,40 @@ impl MemoryStore {
         // single operations), so a poisoned lock is still safe to use.
         self.items.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    fn args(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Value>> {
+        self.arguments.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Loses a task's arguments but keeps its record (for tests of what a worker does then).
+    #[cfg(test)]
+    pub(crate) fn lose_arguments(&self, tenant: &str, task_id: &str) {
+        self.args().remove(&key(tenant, task_id));
+    }
 }
 
 #[async_trait]
 impl TaskStore for MemoryStore {
-    async fn create(&self, task: &TaskRecord) -> Result<(), StoreError> {
+    async fn create(&self, task: &TaskRecord, arguments: &Value) -> Result<(), StoreError> {
         encode(task)?;
+        encode_arguments(arguments)?;
+        // Lock order: records, then arguments (as in `delete`).
         let mut items = self.items();
         let k = key(&task.tenant, &task.task_id);
         if items.contains_key(&k) {
             return Err(StoreError::Conflict);
         }
+        self.args().insert(k.clone(), arguments.clone());
         items.insert(k, task.clone());
         Ok(())
     }
 
     async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
         Ok(self.items().get(&key(tenant, task_id)).cloned())
+    }
+
+    async fn arguments(&self, tenant: &str, task_id: &str) -> Result<Option<Value>, StoreError> {
+        Ok(self.args().get(&key(tenant, task_id)).cloned())
     }
 
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
@@ -114,7 +136,10 @@ impl TaskStore for MemoryStore {
     }
 
     async fn delete(&self, tenant: &str, task_id: &str) -> Result<(), StoreError> {
-        self.items().remove(&key(tenant, task_id));
+        let k = key(tenant, task_id);
+        let mut items = self.items();
+        items.remove(&k);
+        self.args().remove(&k);
         Ok(())
     }
 }

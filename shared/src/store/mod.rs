@@ -1,7 +1,8 @@
 //! The task store port and its local adapters.
 //!
 //! The store knows nothing of the status machine: it keeps [`TaskRecord`]s keyed by
-//! `(tenant, task_id)` and applies a write only when the stored version is the one the writer
+//! `(tenant, task_id)`, each task's arguments beside its record (written once, at creation,
+//! so the frequent record writes of a running job never carry them), and applies a write only when the stored version is the one the writer
 //! read. All lifecycle rules live in [`crate::task`] and [`crate::engine`]; the store adds one
 //! defence of its own — it never overwrites a terminal record — so even a buggy caller cannot
 //! un-finish a task.
@@ -11,6 +12,7 @@
 //! adapter passes [`contract`].
 
 use async_trait::async_trait;
+use serde_json::Value;
 
 use crate::task::TaskRecord;
 
@@ -56,10 +58,23 @@ pub fn record_len(task: &TaskRecord) -> usize {
     serde_json::to_vec(task).map_or(usize::MAX, |b| b.len())
 }
 
+/// The serialized size of a task's arguments.
+pub fn arguments_len(arguments: &Value) -> usize {
+    serde_json::to_vec(arguments).map_or(usize::MAX, |b| b.len())
+}
+
 /// Durable storage of task records.
 ///
 /// Contract (checked by [`contract`] against every adapter):
-/// - `create` is durable before it returns and fails with `Conflict` if the key exists;
+/// - `create` stores the record and the task's arguments, durable before it returns; it fails
+///   with `Conflict` if the key exists (and then changes nothing, the stored arguments
+///   included), and with `TooLarge` if the record or the arguments exceed
+///   [`MAX_RECORD_BYTES`];
+/// - `arguments` returns the arguments `create` stored, exactly, for as long as the task
+///   exists; no other call ever writes them (`update` in particular never does, whatever the
+///   record it is given), and `delete` removes them with the record. `Ok(None)` when there
+///   are none: the task is unknown, deleted, or was written by an earlier build that kept
+///   arguments inside the record ([`TaskRecord::inline_arguments`]);
 /// - `get` is strongly consistent (it sees every write that returned) and returns `Ok(None)`
 ///   when absent; it does not check expiry (the engine does);
 /// - `update` writes `task` only if the stored record has `task.version` and is not terminal,
@@ -81,13 +96,17 @@ pub fn record_len(task: &TaskRecord) -> usize {
 /// - the listings (`list_active`, `list_tenant_active`, `list_expired`) may lag the latest
 ///   writes where the backend indexes them eventually consistently (DynamoDB's global secondary
 ///   indexes): callers of the key listings re-read each key with `get` before acting on it;
-/// - `delete` removes a record (purge of expired tasks); absent is not an error.
+/// - `delete` removes a record and its arguments (purge of expired tasks); absent is not an
+///   error.
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
-    /// Stores a new task.
-    async fn create(&self, task: &TaskRecord) -> Result<(), StoreError>;
+    /// Stores a new task and its arguments.
+    async fn create(&self, task: &TaskRecord, arguments: &Value) -> Result<(), StoreError>;
     /// Reads one task of one tenant.
     async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError>;
+    /// The arguments one task of one tenant was created with (read by the worker once per run,
+    /// never by the request path).
+    async fn arguments(&self, tenant: &str, task_id: &str) -> Result<Option<Value>, StoreError>;
     /// Conditionally replaces a task; returns the new version.
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError>;
     /// Keys of non-terminal tasks after `after` (in listing order), at most `limit`.
@@ -177,6 +196,15 @@ pub(crate) fn encode(task: &TaskRecord) -> Result<Vec<u8>, StoreError> {
     Ok(bytes)
 }
 
+/// Serializes a task's arguments, enforcing [`MAX_RECORD_BYTES`].
+pub(crate) fn encode_arguments(arguments: &Value) -> Result<Vec<u8>, StoreError> {
+    let bytes = serde_json::to_vec(arguments).map_err(|e| StoreError::Backend(e.to_string()))?;
+    if bytes.len() > MAX_RECORD_BYTES {
+        return Err(StoreError::TooLarge(bytes.len()));
+    }
+    Ok(bytes)
+}
+
 /// Deserializes a record.
 pub(crate) fn decode(bytes: &[u8]) -> Result<TaskRecord, StoreError> {
     serde_json::from_slice(bytes).map_err(|e| StoreError::Backend(e.to_string()))
@@ -219,11 +247,14 @@ mod tests {
 
     #[async_trait]
     impl TaskStore for Wrapped {
-        async fn create(&self, task: &TaskRecord) -> Result<(), StoreError> {
-            self.0.create(task).await
+        async fn create(&self, task: &TaskRecord, args: &Value) -> Result<(), StoreError> {
+            self.0.create(task, args).await
         }
         async fn get(&self, tenant: &str, id: &str) -> Result<Option<TaskRecord>, StoreError> {
             self.0.get(tenant, id).await
+        }
+        async fn arguments(&self, tenant: &str, id: &str) -> Result<Option<Value>, StoreError> {
+            self.0.arguments(tenant, id).await
         }
         async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
             self.0.update(task).await
