@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Lints template.yaml, offline (no AWS calls, no credentials), with tools from PyPI pinned and
 # installed into venvs under .tools/ (gitignored):
-#   1. cfn-lint — expands the SAM transform itself (aws-sam-translator), so the serverless
-#      resources are checked as the CloudFormation they become (properties, GetAtts, limits);
-#   2. `sam validate --lint` (aws-sam-cli) — SAM's own validation. Large install; skip it with
+#   1. cfn-lint — merges the SAM Globals and checks the serverless resources against SAM's own
+#      schemas, the rest against CloudFormation's (properties, GetAtts, limits);
+#   2. scripts/lib/template_params.py — what CloudFormation checks at deploy time and cfn-lint
+#      does not: every parameter bounded (and its Default within bounds), and, for template.yaml,
+#      careless deploys (defaults, AuthMode=none without AllowUnauthenticated=yes, out-of-range
+#      values) tried against the parameter constraints and the Rules assertions;
+#   3. `sam validate --lint` (aws-sam-cli) — SAM's own validation. Large install; skip it with
 #      SKIP_SAM=1.
 #
 #   scripts/lint-template.sh            # lint template.yaml
@@ -23,6 +27,11 @@ cfn="$root/.tools/cfn-lint/venv"
 ensure_pyvenv "$cfn" cfn-lint "$CFN_LINT_VERSION"
 "$cfn/bin/cfn-lint" "$template"
 echo "lint-template: cfn-lint $CFN_LINT_VERSION passes" >&2
+
+scenarios=()
+[ "$template" -ef "$root/template.yaml" ] && scenarios=(--scenarios)
+"$cfn/bin/python" "$root/scripts/lib/template_params.py" --check "$template" "${scenarios[@]}"
+echo "lint-template: parameter bounds${scenarios:+ and deploy scenarios (Rules)} pass" >&2
 
 if [ "${SKIP_SAM:-0}" != "1" ]; then
   sam="$root/.tools/sam/venv"

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""What CloudFormation checks before it creates anything, offline: parameter values and Rules.
+
+cfn-lint checks the template but not a deployment of it: it evaluates no `Rules` assertion for
+given parameter values (its `--parameters` checks only required values and AllowedValues). This
+script does that part the way CloudFormation does at change-set creation, so the careless
+deploys can be tried without an AWS account:
+
+1. every parameter value against its constraints (a missing value without Default;
+   AllowedValues; MinValue/MaxValue of a Number; MinLength/MaxLength and AllowedPattern,
+   matched whole, of a String);
+2. every `Rules` entry whose RuleCondition holds: each Assert must be true, else the deploy
+   fails with its AssertDescription (Fn::Equals, Fn::Not, Fn::And, Fn::Or, Fn::Contains, Ref).
+
+It is a model, not CloudFormation: AllowedPattern is Java's regex dialect, read here by Python's
+`re` (keep patterns to their common ground), and Rules functions beyond those above are refused.
+
+  template_params.py TEMPLATE Key=Value ...   # one deploy: prints what fails, exit 1 if any
+  template_params.py --check TEMPLATE [--scenarios] [--verbose]
+      # the policy below; with --scenarios also the careless deploys in SCENARIOS (template.yaml),
+      # each printed with what CloudFormation would answer when --verbose
+
+The policy: every Number parameter has MinValue and MaxValue (or AllowedValues), every String
+parameter AllowedValues or AllowedPattern, and every Default passes its own constraints.
+Run with the cfn-lint venv's Python (it loads the template with cfn-lint's YAML reader).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from cfnlint.decode import cfn_yaml
+
+JWT = {
+    "AuthMode": "jwt",
+    "AuthIssuer": "https://issuer.example.com",
+    "AuthAudience": "https://mcp.example.com/mcp",
+    "AuthJwksUrl": "https://issuer.example.com/.well-known/jwks.json",
+}
+
+# (what a careless operator tries, the parameters, None if it deploys or a text the failure names)
+SCENARIOS = [
+    ("sam deploy with every default", {}, "AuthMode"),
+    ("AuthMode=none alone", {"AuthMode": "none"}, "AllowUnauthenticated=yes"),
+    ("AuthMode=none, AllowUnauthenticated=no", {"AuthMode": "none", "AllowUnauthenticated": "no"},
+     "AllowUnauthenticated=yes"),
+    ("AuthMode=none, acknowledged", {"AuthMode": "none", "AllowUnauthenticated": "yes"}, None),
+    ("AuthMode=none, AllowUnauthenticated=true", {"AuthMode": "none", "AllowUnauthenticated": "true"},
+     "AllowUnauthenticated"),
+    ("AuthMode=jwt without its settings", {"AuthMode": "jwt"}, "AuthIssuer is required"),
+    ("AuthMode=jwt, complete", JWT, None),
+    ("jwt with an http issuer", {**JWT, "AuthIssuer": "http://issuer.example.com"}, "AuthIssuer"),
+    ("MaxReceiveCount=2", {**JWT, "MaxReceiveCount": "2"}, "MaxReceiveCount"),
+    ("WorkerMaxConcurrency=1", {**JWT, "WorkerMaxConcurrency": "1"}, "WorkerMaxConcurrency"),
+    ("WorkerMaxConcurrency=5000", {**JWT, "WorkerMaxConcurrency": "5000"}, "WorkerMaxConcurrency"),
+    ("ApiThrottleRateLimit=0", {**JWT, "ApiThrottleRateLimit": "0"}, "ApiThrottleRateLimit"),
+    ("McpReservedConcurrency=-1", {**JWT, "McpReservedConcurrency": "-1"}, "McpReservedConcurrency"),
+    ("reservations for both HTTP functions", {**JWT, "McpReservedConcurrency": "200",
+                                              "TasksReservedConcurrency": "50"}, None),
+    ("SweepSchedule=every 5 minutes", {**JWT, "SweepSchedule": "every 5 minutes"}, "SweepSchedule"),
+    ("SweepSchedule=rate(1 minutes)", {**JWT, "SweepSchedule": "rate(1 minutes)"}, "SweepSchedule"),
+    ("SweepSchedule=cron", {**JWT, "SweepSchedule": "cron(0/10 * * * ? *)"}, None),
+    ("DomainName without a certificate", {**JWT, "DomainName": "mcp.example.com"},
+     "CertificateArn is required"),
+    ("DomainName with a URL", {**JWT, "DomainName": "https://mcp.example.com"}, "DomainName"),
+    ("StateKeyVersionId of a put-secret-value",
+     {**JWT, "StateKeyVersionId": "EXAMPLE1-90ab-cdef-fedc-ba987EXAMPLE"}, None),
+    ("a parameter the template lacks", {**JWT, "MaxConcurrentJobs": "10"}, "do not exist"),
+]
+
+
+def load(path: str) -> dict:
+    return cfn_yaml.load(path)
+
+
+def check_value(name: str, p: dict, value: str) -> list[str]:
+    """The constraint failures of one parameter value, worded like CloudFormation's."""
+    out = []
+    desc = p.get("ConstraintDescription")
+    if "AllowedValues" in p and value not in [str(v) for v in p["AllowedValues"]]:
+        out.append(f"Parameter '{name}' must be one of AllowedValues")
+    if p.get("Type") == "Number":
+        try:
+            n = float(value)
+        except ValueError:
+            return [f"Parameter '{name}' must be a number"]
+        if "MinValue" in p and n < float(p["MinValue"]):
+            out.append(f"Parameter '{name}' must be a number not less than {p['MinValue']}")
+        if "MaxValue" in p and n > float(p["MaxValue"]):
+            out.append(f"Parameter '{name}' must be a number not greater than {p['MaxValue']}")
+    elif p.get("Type") == "String":
+        if "MinLength" in p and len(value) < int(p["MinLength"]):
+            out.append(f"Parameter '{name}' must contain at least {p['MinLength']} characters")
+        if "MaxLength" in p and len(value) > int(p["MaxLength"]):
+            out.append(f"Parameter '{name}' must contain at most {p['MaxLength']} characters")
+        if "AllowedPattern" in p and not re.fullmatch(p["AllowedPattern"], value):
+            out.append(f"Parameter '{name}' failed to satisfy constraint: "
+                       f"{desc or 'Must match pattern ' + p['AllowedPattern']}")
+    return out
+
+
+def evaluate(node, values: dict):
+    """A Rules expression's value (a condition function, a Ref, or a literal)."""
+    if isinstance(node, dict) and len(node) == 1:
+        (fn, arg), = node.items()
+        if fn == "Ref":
+            if arg not in values:
+                raise ValueError(f"Rules: Ref {arg} is not a parameter")
+            return values[arg]
+        if fn == "Fn::Equals":
+            a, b = (evaluate(x, values) for x in arg)
+            return str(a) == str(b)
+        if fn == "Fn::Not":
+            return not evaluate(arg[0], values)
+        if fn == "Fn::And":
+            return all(evaluate(x, values) for x in arg)
+        if fn == "Fn::Or":
+            return any(evaluate(x, values) for x in arg)
+        if fn == "Fn::Contains":
+            items, item = evaluate(arg[0], values), evaluate(arg[1], values)
+            return str(item) in [str(i) for i in items]
+        raise ValueError(f"Rules: {fn} is not modelled here")
+    if isinstance(node, list):
+        return [evaluate(x, values) for x in node]
+    return node
+
+
+def deploy(template: dict, given: dict[str, str]) -> list[str]:
+    """What stops a deploy with these parameter values (empty: it passes both checks)."""
+    params = template.get("Parameters", {})
+    unknown = sorted(set(given) - set(params))
+    if unknown:
+        return [f"Parameters: {unknown} do not exist in the template"]
+    missing = sorted(k for k, p in params.items() if k not in given and "Default" not in p)
+    if missing:
+        return [f"Parameters: {missing} must have values"]
+    values = {k: given.get(k, str(p.get("Default"))) for k, p in params.items()}
+    errors = [e for k, p in params.items() for e in check_value(k, p, values[k])]
+    if errors:
+        return errors
+    for name, rule in (template.get("Rules") or {}).items():
+        if "RuleCondition" in rule and not evaluate(rule["RuleCondition"], values):
+            continue
+        for a in rule.get("Assertions", []):
+            if not evaluate(a["Assert"], values):
+                errors.append(f"Rules/{name}: {a.get('AssertDescription', 'assertion failed')}")
+    return errors
+
+
+def policy(template: dict) -> list[str]:
+    out = []
+    for name, p in template.get("Parameters", {}).items():
+        kind = p.get("Type")
+        if kind == "Number" and "AllowedValues" not in p and not {"MinValue", "MaxValue"} <= set(p):
+            out.append(f"{name}: a Number parameter needs MinValue and MaxValue")
+        elif kind == "String" and not {"AllowedValues", "AllowedPattern"} & set(p):
+            out.append(f"{name}: a String parameter needs AllowedValues or AllowedPattern")
+        if "Default" in p:
+            out += [f"{name}: its Default fails: {e}" for e in check_value(name, p, str(p["Default"]))]
+    return out
+
+
+def main(argv: list[str]) -> int:
+    verbose = "--verbose" in argv
+    argv = [a for a in argv if a != "--verbose"]
+    if argv[:1] == ["--check"] and len(argv) in (2, 3):
+        template = load(argv[1])
+        failures = policy(template)
+        if argv[2:] == ["--scenarios"]:
+            for what, given, expect in SCENARIOS:
+                errors = deploy(template, given)
+                ok = not errors if expect is None else any(expect in e for e in errors)
+                seen = "; ".join(errors) or "deploys"
+                if verbose:
+                    print(f"  {'ok  ' if ok else 'FAIL'} {what}: {seen}")
+                if not ok:
+                    failures.append(f"scenario '{what}': expected "
+                                    f"{'a deploy' if expect is None else repr(expect)}, got: {seen}")
+        for f in failures:
+            print(f"template_params: {f}", file=sys.stderr)
+        return 1 if failures else 0
+    if len(argv) >= 1 and not argv[0].startswith("-"):
+        given = dict(a.split("=", 1) for a in argv[1:])
+        errors = deploy(load(argv[0]), given)
+        for e in errors:
+            print(e)
+        if not errors:
+            print("passes parameter validation and Rules")
+        return 1 if errors else 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
