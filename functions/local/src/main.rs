@@ -1,4 +1,7 @@
-//! `mcp-tasks serve`: the whole system in one process on 127.0.0.1.
+//! `mcp-tasks serve`: the whole system in one process on 127.0.0.1; `mcp-tasks call`: a small
+//! MCP client that runs one tool on any 2026-07-28 server (`call.rs`).
+
+mod call;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -45,6 +48,10 @@ enum Command {
         #[command(flatten)]
         quotas: QuotaArgs,
     },
+    /// Call a tool on an MCP server (2026-07-28) and print its result, following it as a task
+    /// (progress, questions, Ctrl-C cancels) when it becomes one. Exit status: 0 completed,
+    /// 1 tool error or task failed, 2 usage/protocol/HTTP error, 130 interrupted.
+    Call(call::CallArgs),
 }
 
 /// Per-tenant quotas (with `--auth jwt` a tenant is a token's tenant claim; without auth
@@ -189,21 +196,33 @@ enum Fixtures {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let (listen, data_dir, fixtures, task_ttl_seconds, auth, edge, quotas) =
+        match Cli::parse().command {
+            Command::Call(args) => std::process::exit(call::run(args).await),
+            Command::Serve {
+                listen,
+                data_dir,
+                fixtures,
+                task_ttl_seconds,
+                auth,
+                edge,
+                quotas,
+            } => (
+                listen,
+                data_dir,
+                fixtures,
+                task_ttl_seconds,
+                auth,
+                edge,
+                quotas,
+            ),
+        };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let Command::Serve {
-        listen,
-        data_dir,
-        fixtures,
-        task_ttl_seconds,
-        auth,
-        edge,
-        quotas,
-    } = Cli::parse().command;
     let mut opts = LocalOptions::new(listen, data_dir);
     opts.tasks.ttl_ms = Some(task_ttl_seconds * 1000);
     opts.auth = auth.settings(listen)?;
