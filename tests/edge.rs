@@ -470,3 +470,65 @@ async fn an_unreachable_issuer_is_503_with_retry_after_not_401() {
     assert_eq!(status, 401);
     assert!(headers.get("www-authenticate").is_some());
 }
+
+/// One tenant's requests in flight are capped (`--max-requests-per-tenant`): a client with a
+/// valid token that holds requests open with slow bodies gets `429` + `Retry-After` for the
+/// next one, its body unread, while another tenant is served as usual; the places come back
+/// when the held requests end.
+#[tokio::test]
+async fn one_tenants_requests_in_flight_are_capped_and_others_are_served() {
+    let (s, _d) = start_with_auth(&["--max-requests-per-tenant", "4"]);
+    let a = addr(&s);
+    let bearer = |tenant: &str| format!("Bearer {}", support::jwt::token(tenant));
+    let request = |tenant: &str| {
+        let body =
+            serde_json::to_vec(&Client::new("http://x/mcp").body("tools/list", json!({}))).unwrap();
+        let auth = bearer(tenant);
+        let mut req = head(
+            &a,
+            body.len(),
+            &[("connection", "close"), ("authorization", &auth)],
+        )
+        .into_bytes();
+        req.extend_from_slice(&body);
+        req
+    };
+    let send = |req: Vec<u8>| {
+        let a = a.clone();
+        async move {
+            let mut conn = TcpStream::connect(&a).await.unwrap();
+            conn.write_all(&req).await.unwrap();
+            let (answer, _) = read_until_closed(&mut conn, Duration::from_secs(5)).await;
+            answer
+        }
+    };
+    // Four requests of tenant A, admitted, their bodies trickling.
+    let mut held = Vec::new();
+    let auth = bearer("tenant-a");
+    for _ in 0..4 {
+        let mut conn = TcpStream::connect(&a).await.unwrap();
+        conn.write_all(head(&a, 100, &[("authorization", &auth)]).as_bytes())
+            .await
+            .unwrap();
+        conn.write_all(b"{\"jsonrpc\":").await.unwrap();
+        held.push(conn);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let over = send(request("tenant-a")).await;
+    assert_eq!(status_of(&over), Some(429), "{over}");
+    assert!(
+        over.to_ascii_lowercase().contains("retry-after: 1"),
+        "{over}"
+    );
+    let json = &over[over.find("\r\n\r\n").unwrap() + 4..];
+    let v: Value = serde_json::from_str(json).unwrap();
+    assert_eq!(v["error"]["code"], -32600, "{v}");
+    // Another tenant is not held up by A's requests.
+    let other = send(request("tenant-b")).await;
+    assert_eq!(status_of(&other), Some(200), "{other}");
+    // A's places come back once its held requests end.
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let again = send(request("tenant-a")).await;
+    assert_eq!(status_of(&again), Some(200), "{again}");
+}

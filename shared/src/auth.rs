@@ -95,6 +95,9 @@ pub const REFRESH_COOLDOWN: Duration = Duration::from_secs(30);
 pub const FAILURE_BACKOFF: Duration = Duration::from_secs(1);
 /// How long one JWKS fetch may take (one attempt per refresh: the backoff is the retry).
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest JWKS document read. Real ones are a few KB (Cognito, Auth0, Entra: 1–10 keys); a
+/// misconfigured or hostile endpoint must not make every instance buffer an endless body.
+const MAX_JWKS_BYTES: usize = 256 * 1024;
 
 /// Signing keys by `kid`.
 type Keys = HashMap<String, (DecodingKey, Algorithm)>;
@@ -358,19 +361,34 @@ impl KeyCache {
     async fn fetch(&self) -> Result<Keys, String> {
         let text = match &self.source {
             JwksSource::File(p) => std::fs::read_to_string(p).map_err(|e| e.to_string())?,
-            JwksSource::Url(u) => self
-                .http
-                .get(u)
-                .send()
-                .await
-                .and_then(|r| r.error_for_status())
-                .map_err(|e| e.to_string())?
-                .text()
-                .await
-                .map_err(|e| e.to_string())?,
+            JwksSource::Url(u) => {
+                let resp = self
+                    .http
+                    .get(u)
+                    .send()
+                    .await
+                    .and_then(|r| r.error_for_status())
+                    .map_err(|e| e.to_string())?;
+                read_capped(resp, MAX_JWKS_BYTES).await?
+            }
         };
         parse_jwks(&text)
     }
+}
+
+/// The body of `resp` as text, refused past `max` bytes (announced or found while reading).
+async fn read_capped(mut resp: reqwest::Response, max: usize) -> Result<String, String> {
+    if resp.content_length().is_some_and(|n| n > max as u64) {
+        return Err(format!("JWKS larger than {max} bytes"));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
+        if body.len() + chunk.len() > max {
+            return Err(format!("JWKS larger than {max} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    String::from_utf8(body).map_err(|_| "JWKS is not UTF-8".to_owned())
 }
 
 /// The usable signing keys of a JWKS document, by `kid` (keys without a `kid` or of an
@@ -804,6 +822,64 @@ mod tests {
                     backoff: FAILURE_BACKOFF,
                 },
             )
+        }
+
+        /// An endless or huge JWKS is cut off at MAX_JWKS_BYTES, announced or not: the
+        /// authenticator answers "keys unavailable" (503) instead of buffering it.
+        #[tokio::test]
+        async fn an_oversized_jwks_is_refused_not_buffered() {
+            for announced in [true, false] {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+                let sent = Arc::new(AtomicUsize::new(0));
+                let counter = sent.clone();
+                tokio::spawn(async move {
+                    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+                    let (mut conn, _) = listener.accept().await.unwrap();
+                    let mut buf = [0u8; 4096];
+                    let _ = conn.read(&mut buf).await;
+                    let head = if announced {
+                        format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", 64 << 20)
+                    } else {
+                        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_owned()
+                    };
+                    if conn.write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    // An endless document: a JSON prefix, then blanks for ever (64 MiB).
+                    let chunk = vec![b' '; 64 * 1024];
+                    for _ in 0..1024 {
+                        let piece = if announced {
+                            chunk.clone()
+                        } else {
+                            [
+                                format!("{:x}\r\n", chunk.len()).into_bytes(),
+                                chunk.clone(),
+                                b"\r\n".to_vec(),
+                            ]
+                            .concat()
+                        };
+                        if conn.write_all(&piece).await.is_err() {
+                            return;
+                        }
+                        counter.fetch_add(chunk.len(), Ordering::SeqCst);
+                    }
+                });
+                let a = Authenticator::new(AuthSettings {
+                    jwks: JwksSource::Url(url),
+                    ..settings(&[])
+                });
+                let got = check(&a, &valid()).await;
+                assert!(
+                    matches!(got, Err(AuthFailure::Unavailable { .. })),
+                    "announced={announced}: {got:?}"
+                );
+                assert!(
+                    sent.load(Ordering::SeqCst) < 8 << 20,
+                    "announced={announced}: read {} bytes",
+                    sent.load(Ordering::SeqCst)
+                );
+            }
         }
 
         #[tokio::test]

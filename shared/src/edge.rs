@@ -7,7 +7,7 @@
 //!   connection is accepted, and again whenever a keep-alive connection waits for its next
 //!   request, so it is also the idle timeout: an idle connection is closed after 10 s.
 //! - **Body read timeout** ([`EdgeSettings::body_read_timeout`], 10 s): the whole body, from
-//!   the end of the head (see [`crate::http::router_with_body_timeout`]); on expiry the client
+//!   the end of the head (see [`crate::http::router_for_edge`]); on expiry the client
 //!   gets `408` with a JSON-RPC error and the connection is closed. The body is only read for
 //!   a request that passed the header checks (with auth on: a valid token), so a client
 //!   without one is refused before that and never makes the server buffer a byte of its body.
@@ -17,6 +17,14 @@
 //!   that give up first never cost the process anything) rather than being accepted and
 //!   closed, which would turn a burst into errors and client retries. A slot frees when its
 //!   connection closes, which the two timeouts bound for clients that send nothing useful.
+//!
+//! - **Requests in flight per tenant** ([`EdgeSettings::max_requests_per_tenant`], 64): once a
+//!   request is admitted (its tenant known, its body not read), it counts against its tenant
+//!   until its answer has been produced (an event stream's answer is counted until it starts).
+//!   Over the limit the request is answered `429` with `Retry-After: 1` and its body is not
+//!   read. So one tenant — a client with a valid token that sends bodies slowly, or fires
+//!   hundreds of calls at once — holds at most 64 bodies (256 MiB at the 4 MiB limit) and 64
+//!   handlers, whatever it does, and the other tenants' requests are served beside it.
 //!
 //! Why these numbers: a request to this server is a small JSON document (4 MiB at most) that
 //! a client on any working network sends in well under a second, so 10 s for the head and 10
@@ -61,6 +69,8 @@ pub struct EdgeSettings {
     pub body_read_timeout: Duration,
     /// Most connections served at once; further ones wait in the listen backlog.
     pub max_connections: usize,
+    /// Most admitted requests of one tenant in flight at once; over it, `429`.
+    pub max_requests_per_tenant: usize,
 }
 
 impl Default for EdgeSettings {
@@ -69,6 +79,7 @@ impl Default for EdgeSettings {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(10),
             max_connections: 1024,
+            max_requests_per_tenant: 64,
         }
     }
 }
@@ -91,7 +102,11 @@ pub async fn serve(
     settings: EdgeSettings,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let app = crate::http::router_with_body_timeout(service, Some(settings.body_read_timeout));
+    let app = crate::http::router_for_edge(
+        service,
+        Some(settings.body_read_timeout),
+        Some(settings.max_requests_per_tenant),
+    );
     let max = settings
         .max_connections
         .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));

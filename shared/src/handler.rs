@@ -138,6 +138,13 @@ pub struct Admitted {
     tenant: String,
 }
 
+impl Admitted {
+    /// The caller's tenant.
+    pub fn tenant(&self) -> &str {
+        &self.tenant
+    }
+}
+
 /// The tool, caller and arguments of one inline run.
 struct InlineRun<'a> {
     tool: Arc<dyn Tool>,

@@ -6,7 +6,7 @@
 //! Origin, method, bearer token, content type, declared length); only a request that passes
 //! has its body read. A client without a valid token is answered at once and never makes the
 //! server buffer its body. On Lambda the body arrives whole from API Gateway, so there this
-//! only saves the work; the body read timeout ([`router_with_body_timeout`]) is for the local
+//! only saves the work; the body read timeout ([`router_for_edge`]) is for the local
 //! server, where the body comes from the socket.
 
 use std::convert::Infallible;
@@ -28,16 +28,26 @@ use crate::protocol::{McpError, failure};
 /// The router: every path and method goes to the service, which decides. The body is read
 /// without a deadline (Lambda: it is already whole).
 pub fn router(service: Arc<McpService>) -> Router {
-    router_with_body_timeout(service, None)
+    router_for_edge(service, None, None)
 }
 
-/// [`router`] with a deadline for reading a request's whole body: a client that has not sent
-/// it all by then gets `408` (a JSON-RPC error, `Connection: close`) and the connection is
-/// closed, so a stalled upload cannot hold a connection and its buffer indefinitely.
-pub fn router_with_body_timeout(service: Arc<McpService>, timeout: Option<Duration>) -> Router {
-    Router::new()
-        .fallback(serve)
-        .with_state(Edge { service, timeout })
+/// [`router`] for the local listener ([`crate::edge`]):
+/// - with `timeout`, a deadline for reading a request's whole body: a client that has not sent
+///   it all by then gets `408` (a JSON-RPC error, `Connection: close`) and the connection is
+///   closed, so a stalled upload cannot hold a connection and its buffer indefinitely;
+/// - with `per_tenant`, at most that many admitted requests of one tenant in flight at once
+///   (over it: `429` with `Retry-After`, the body unread).
+pub fn router_for_edge(
+    service: Arc<McpService>,
+    timeout: Option<Duration>,
+    per_tenant: Option<usize>,
+) -> Router {
+    let in_flight = per_tenant.map(|max| Arc::new(InFlight::new(max)));
+    Router::new().fallback(serve).with_state(Edge {
+        service,
+        timeout,
+        in_flight,
+    })
 }
 
 /// Largest body read (and dropped) before a refusal is answered; see [`serve`].
@@ -47,10 +57,61 @@ const DRAIN_LIMIT: usize = 64 * 1024;
 struct Edge {
     service: Arc<McpService>,
     timeout: Option<Duration>,
+    in_flight: Option<Arc<InFlight>>,
+}
+
+/// Admitted requests in flight, by tenant.
+struct InFlight {
+    max: usize,
+    live: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+}
+
+/// One admitted request's place; given back when dropped.
+struct Place {
+    gate: Arc<InFlight>,
+    tenant: String,
+}
+
+impl InFlight {
+    fn new(max: usize) -> Self {
+        Self {
+            max: max.max(1),
+            live: std::sync::Mutex::default(),
+        }
+    }
+
+    fn enter(self: &Arc<Self>, tenant: &str) -> Option<Place> {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let n = live.entry(tenant.to_owned()).or_insert(0);
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(Place {
+            gate: self.clone(),
+            tenant: tenant.to_owned(),
+        })
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut live = self.gate.live.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = live.get_mut(&self.tenant) {
+            *n -= 1;
+            if *n == 0 {
+                live.remove(&self.tenant);
+            }
+        }
+    }
 }
 
 async fn serve(State(edge): State<Edge>, req: Request) -> Response {
-    let Edge { service, timeout } = edge;
+    let Edge {
+        service,
+        timeout,
+        in_flight,
+    } = edge;
     let (parts, body) = req.into_parts();
     // Headers first. A refusal reads a small declared body (and drops it) so that an ordinary
     // client's connection stays usable; any other body is not read at all: hyper closes the
@@ -74,6 +135,25 @@ async fn serve(State(edge): State<Edge>, req: Request) -> Response {
                     None => drop(drain.await),
                 }
             }
+            return into_response(reply);
+        }
+    };
+    let _place = match in_flight
+        .as_ref()
+        .map(|g| (g.enter(admitted.tenant()), g.max))
+    {
+        None => None,
+        Some((Some(place), _)) => Some(place),
+        Some((None, max)) => {
+            tracing::info!(max, "edge.tenant_requests_over_limit");
+            let mut reply = error_reply(
+                McpError::invalid_request(format!(
+                    "Too many requests of this client in flight (at most {max} at once); retry in a second"
+                ))
+                .with_status(429),
+            );
+            reply.headers.push(("retry-after", "1".into()));
+            reply.headers.push(("connection", "close".into()));
             return into_response(reply);
         }
     };

@@ -110,6 +110,9 @@ struct EdgeArgs {
     /// Seconds a client has to send a request's whole body (else 408, connection closed).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
     body_read_timeout_secs: u64,
+    /// Most requests of one tenant in flight at once (over it: 429 with Retry-After).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    max_requests_per_tenant: u32,
 }
 
 impl EdgeArgs {
@@ -118,6 +121,7 @@ impl EdgeArgs {
             header_read_timeout: Duration::from_secs(self.header_read_timeout_secs),
             body_read_timeout: Duration::from_secs(self.body_read_timeout_secs),
             max_connections: self.max_connections as usize,
+            max_requests_per_tenant: self.max_requests_per_tenant as usize,
         }
     }
 }
