@@ -10,9 +10,9 @@
 //! - `crash-after-checkpoints=N` — the process aborts (no shutdown code runs, like `kill -9`)
 //!   right after its Nth successful mid-job checkpoint write: a deterministic kill point
 //!   inside a job;
-//! - `max-interruptions=N` — overrides the worker's give-up limit for jobs whose runs keep
-//!   dying (default 5), so a soak with very frequent kills tests resumption rather than the
-//!   poison-job guard.
+//! - `max-interruptions=N` — overrides the worker's give-up limits for jobs whose runs keep
+//!   dying (`max_interruptions`, default 5 in a row, and `max_deaths`, default 10 in all), so
+//!   a soak with very frequent kills tests resumption rather than the poison-job guard.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,7 +30,7 @@ pub struct Faults {
     pub duplicate_delay: Duration,
     /// Abort the process after this many checkpoint writes.
     pub crash_after_checkpoints: Option<u64>,
-    /// Replaces `WorkerSettings::max_interruptions`.
+    /// Replaces `WorkerSettings::max_interruptions` and `WorkerSettings::max_deaths`.
     pub max_interruptions: Option<u32>,
 }
 

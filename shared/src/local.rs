@@ -266,6 +266,7 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
     let worker = Arc::new(Worker::new(
         store,
         queue.clone(),
+        worker_settings.max_deaths = n;
         registry.clone(),
         worker_settings,
     ));

@@ -147,6 +147,10 @@ pub struct TaskRecord {
     /// How many runs in a row died without saving progress (crash, panic, lost store).
     #[serde(default)]
     pub interruptions: u32,
+    /// How many runs died in all, progress saved or not (never reset): bounds a job that
+    /// kills its process after every checkpoint.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub deaths: u32,
     /// The client capabilities of the creating request (they gate which input kinds a job may ask).
     #[serde(default)]
     pub client_capabilities: Value,
@@ -161,6 +165,10 @@ pub struct TaskRecord {
 }
 
 fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 
@@ -198,6 +206,7 @@ impl TaskRecord {
             checkpoint: Value::Null,
             attempts: 0,
             interruptions: 0,
+            deaths: 0,
             client_capabilities,
             cpu_ms: 0,
             run_ms: 0,

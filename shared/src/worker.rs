@@ -46,6 +46,15 @@ pub struct WorkerSettings {
     /// panic, lost store) is failed instead of being retried forever.
     pub max_interruptions: u32,
     /// The per-task limits a running job is held to (wall time under a lease, CPU time on the
+    /// A job whose runs died this many times in all, even after saving checkpoints, is failed:
+    /// a job that kills its process after each checkpoint (and its batch-mates with it, on
+    /// Lambda) would otherwise be retried until its TTL.
+    pub max_deaths: u32,
+    /// How long after its creation a task whose tool this worker does not know is given back
+    /// to the queue (on Lambda, a worker older than the `mcp` function that created the task,
+    /// while a deployment rolls out) before it fails. Zero: it fails at once (the local
+    /// server, whose tools never change while it runs).
+    pub unknown_tool_grace: Duration,
     /// CPU pool); the hosts copy them from their [`crate::quota::Quotas`].
     pub quotas: crate::quota::Quotas,
 }
@@ -59,6 +68,8 @@ impl Default for WorkerSettings {
             deadline_margin: Duration::from_secs(5),
             max_interruptions: 5,
             quotas: crate::quota::Quotas::default(),
+            max_deaths: 10,
+            unknown_tool_grace: Duration::ZERO,
         }
     }
 }
@@ -94,6 +105,9 @@ pub enum Outcome {
 /// How long a message waits when its tenant is at its running-jobs limit.
 pub const DEFER_DELAY: Duration = Duration::from_secs(5);
 
+/// When a task whose tool is not known yet is tried again (within
+/// [`WorkerSettings::unknown_tool_grace`]).
+pub const UNKNOWN_TOOL_RETRY: Duration = Duration::from_secs(60);
 /// A failure the message should be retried for (the store or queue was unavailable).
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -311,17 +325,28 @@ impl Worker {
                     l.expires_at_ms - now,
                 ))));
             }
-            if task.lease.is_some() {
+            if self.tools.get(&task.tool).is_none()
+                && now.saturating_sub(task.created_at_ms)
+                    < self.settings.unknown_tool_grace.as_millis() as u64
+            {
+                tracing::warn!(task_id = %task.task_id, tool = %task.tool, "tool.unknown_yet: given back to the queue");
+                return Ok(Err(Outcome::Deferred(UNKNOWN_TOOL_RETRY)));
+            }
+            let took_over = task.lease.is_some();
+            if took_over {
                 // The previous run neither finished nor handed over: it died.
                 task.interruptions += 1;
             }
-            if task.interruptions > self.settings.max_interruptions {
-                tracing::warn!(task_id = %task.task_id, interruptions = task.interruptions, "giving up on a job that keeps dying");
+            if task.interruptions > self.settings.max_interruptions
+                || task.deaths > self.settings.max_deaths
+            {
+                tracing::warn!(task_id = %task.task_id, interruptions = task.interruptions, deaths = task.deaths, "giving up on a job that keeps dying");
                 let err = internal("The job was interrupted too many times and was stopped");
                 let out = self
                     .finish(&mut task, owner, |t| t.fail(err.clone()))
                     .await?;
                 return Ok(Err(out));
+                task.deaths = task.deaths.saturating_add(1);
             }
             task.lease = Some(Lease {
                 owner: owner.to_owned(),
@@ -1263,6 +1288,77 @@ mod tests {
             .unwrap();
         assert_eq!(out, Outcome::Continued);
         let done = status(&r, &msg).await.checkpoint.as_u64().unwrap_or(0);
+    /// A job that saves a checkpoint and then kills its process, every run: the in-a-row
+    /// count is reset each time, the total is not, and bounds it.
+    #[tokio::test]
+    async fn a_job_that_dies_after_every_checkpoint_is_failed_in_the_end() {
+        let mut r = rig(fast());
+        let max = fast().max_deaths;
+        for (died_before, want) in [(max - 1, TaskStatus::Completed), (max, TaskStatus::Failed)] {
+            let msg = create(&mut r, json!({"n": 1})).await;
+            let mut t = status(&r, &msg).await;
+            t.interruptions = 0; // it saved progress before each death
+            t.deaths = died_before;
+            t.lease = Some(Lease {
+                owner: "dead".into(),
+                expires_at_ms: 1,
+            });
+            r.store.update(&t).await.unwrap();
+            let out = r.worker.handle(&msg, None).await.unwrap();
+            assert_eq!(out, Outcome::Finished(want), "after {died_before} deaths");
+            assert_eq!(status(&r, &msg).await.deaths, died_before + 1);
+        }
+    }
+
+    /// A task whose tool this worker does not know (yet): within the grace after its creation
+    /// it goes back to the queue untouched; after it, it fails saying why.
+    #[tokio::test]
+    async fn an_unknown_tool_is_waited_for_then_failed() {
+        let r = rig(WorkerSettings {
+            unknown_tool_grace: Duration::from_secs(600),
+            ..fast()
+        });
+        let young = TaskRecord::new(
+            "t",
+            crate::task::new_task_id(),
+            "newer",
+            None,
+            1000,
+            json!({}),
+        );
+        r.store.create(&young, &json!({})).await.unwrap();
+        let msg = |t: &TaskRecord| WorkMessage {
+            tenant: "t".into(),
+            task_id: t.task_id.clone(),
+            kind: WorkKind::Start,
+        };
+        let out = r.worker.handle(&msg(&young), None).await.unwrap();
+        assert_eq!(out, Outcome::Deferred(UNKNOWN_TOOL_RETRY));
+        let kept = status(&r, &msg(&young)).await;
+        assert_eq!(kept, young, "nothing written while waiting for the tool");
+
+        let mut old = TaskRecord::new(
+            "t",
+            crate::task::new_task_id(),
+            "newer",
+            None,
+            1000,
+            json!({}),
+        );
+        old.created_at_ms -= 601_000;
+        r.store.create(&old, &json!({})).await.unwrap();
+        let out = r.worker.handle(&msg(&old), None).await.unwrap();
+        assert_eq!(out, Outcome::Finished(TaskStatus::Failed));
+        let failed = status(&r, &msg(&old)).await;
+        assert!(
+            failed
+                .error
+                .unwrap()
+                .message
+                .contains("no longer available")
+        );
+    }
+
         assert!(done > 0, "no progress before the hand-over");
     }
 
