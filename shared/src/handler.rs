@@ -17,6 +17,7 @@ use crate::auth::{AuthFailure, Authenticator, challenge};
 use crate::clock::now_ms;
 use crate::engine::{CreateError, Engine};
 use crate::jobs::{JobContext, JobError, ProgressSink, Step};
+use crate::metrics::{self, name as metric};
 use crate::protocol::envelope::{self, Incoming, Request};
 use crate::protocol::headers::{check_params, expect_header};
 use crate::protocol::state::{RoundState, StateSealer, args_digest};
@@ -56,6 +57,10 @@ pub struct ServiceConfig {
     /// Serve `tasks/*` only (the tasks Lambda function, which gateway routing rules reach by
     /// `Mcp-Method`): every other method is `-32601`, as if it did not exist here.
     pub tasks_only: bool,
+    /// Where the process's [`crate::metrics`] are served as Prometheus text (`GET`, behind the
+    /// same host check and authentication as the endpoint); `None`: nowhere (Lambda, where
+    /// the metrics go out as EMF log lines instead).
+    pub metrics_path: Option<String>,
 }
 
 impl Default for ServiceConfig {
@@ -70,6 +75,7 @@ impl Default for ServiceConfig {
             tenant: "local".into(),
             list_ttl_ms: 300_000,
             tasks_only: false,
+            metrics_path: None,
         }
     }
 }
@@ -107,6 +113,8 @@ pub enum ReplyBody {
     Json(Value),
     /// Server-sent events: each value is one JSON-RPC message; the last is the response.
     Sse(mpsc::Receiver<Value>),
+    /// Text of the given content type (the Prometheus scrape).
+    Text(&'static str, String),
 }
 
 impl Reply {
@@ -270,6 +278,9 @@ impl McpService {
         if let Some(reply) = self.resource_metadata(method, path) {
             return Err(reply);
         }
+        if self.config.metrics_path.as_deref() == Some(path) {
+            return Err(self.scrape(method, headers).await);
+        }
         if path != self.config.endpoint_path {
             return Err(Reply::error(
                 None,
@@ -315,6 +326,30 @@ impl McpService {
             ));
         }
         Ok(Admitted { tenant })
+    }
+
+    /// `GET` of the metrics path: the Prometheus text of [`crate::metrics::global`], to any
+    /// caller the endpoint would admit. The counts carry no tenant (see [`crate::metrics`]).
+    async fn scrape(&self, method: &Method, headers: &HeaderMap) -> Reply {
+        if let Err(e) = self.check_host(headers) {
+            return Reply::error(None, &e);
+        }
+        if method != Method::GET {
+            let mut r = Reply::empty(405);
+            r.headers.push(("allow", "GET".into()));
+            return r;
+        }
+        if let Err(r) = self.tenant(headers).await {
+            return r;
+        }
+        Reply {
+            status: 200,
+            headers: vec![("cache-control", "no-store".into())],
+            body: ReplyBody::Text(
+                "text/plain; version=0.0.4; charset=utf-8",
+                metrics::global().prometheus(),
+            ),
+        }
     }
 
     /// Serves a request [`McpService::admit`] let through, now with its body.
@@ -388,6 +423,7 @@ impl McpService {
         match auth.authenticate(header).await {
             Ok(p) => Ok(p.tenant),
             Err(AuthFailure::Unavailable { retry_after_secs }) => {
+                metrics::global().count(metric::AUTH_REFUSALS, &[("reason", "unavailable")], 1);
                 tracing::warn!(
                     retry_after_secs,
                     "request refused: the authorization server's keys are unavailable"
@@ -406,6 +442,12 @@ impl McpService {
             Err(failure) => {
                 // The reason is logged; the token never is.
                 tracing::info!(reason = %failure, "request refused by auth");
+                let reason = match failure {
+                    AuthFailure::Missing => "missing",
+                    AuthFailure::InsufficientScope => "scope",
+                    _ => "invalid",
+                };
+                metrics::global().count(metric::AUTH_REFUSALS, &[("reason", reason)], 1);
                 let status = match failure {
                     AuthFailure::InsufficientScope => 403,
                     _ => 401,
@@ -808,6 +850,7 @@ impl McpService {
 
     /// A quota refusal: a tool error the model reads, naming the limit and when to retry.
     fn quota_refusal(&self, q: &crate::quota::QuotaExceeded) -> CallOutcome {
+        metrics::global().count(metric::QUOTA_REFUSALS, &[("limit", q.limit.as_str())], 1);
         CallOutcome::Result(finish(
             q.to_tool_result().as_object().cloned().unwrap_or_default(),
             "complete",
@@ -911,7 +954,15 @@ impl McpService {
                 }
             }
         };
+        let started = std::time::Instant::now();
         let out = tokio::time::timeout(self.config.sync_budget, run).await;
+        let labels = [("tool", name)];
+        metrics::global().count(metric::SYNC_CALLS, &labels, 1);
+        metrics::global().time(
+            metric::SYNC_CALL_MS,
+            &labels,
+            started.elapsed().as_millis() as u64,
+        );
         match out {
             Ok(Ok(Step::Done(result))) => {
                 let m = result.as_object().cloned().unwrap_or_default();

@@ -212,6 +212,9 @@ pub fn into_response(reply: Reply) -> Response {
         ReplyBody::Json(v) => builder
             .header(CONTENT_TYPE, "application/json")
             .body(Body::from(serde_json::to_vec(&v).unwrap_or_default())),
+        ReplyBody::Text(content_type, text) => builder
+            .header(CONTENT_TYPE, content_type)
+            .body(Body::from(text)),
         ReplyBody::Sse(rx) => {
             let events = ReceiverStream::new(rx).map(|msg| {
                 let data = serde_json::to_string(&msg).unwrap_or_default();

@@ -12,6 +12,7 @@
 //! - [`jobs`] — the step-wise job API tools implement;
 //! - [`tools`] — the tool registry, built-in tools and conformance fixtures;
 //! - [`task`] — the task record and its status machine;
+//! - [`metrics`] — counters and timings, exported as Prometheus text and CloudWatch EMF;
 //! - [`quota`] — per-tenant quotas and fair sharing (the fair gate of the worker and CPU pools);
 //! - [`store`], [`queue`] — the ports, with local adapters (memory, embedded redb, in-process);
 //! - [`local`] — the all-in-one embedded server behind `mcp-tasks serve`;
@@ -35,6 +36,7 @@ pub mod handler;
 pub mod http;
 pub mod jobs;
 pub mod local;
+pub mod metrics;
 pub mod protocol;
 pub mod queue;
 pub mod quota;

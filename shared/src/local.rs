@@ -25,6 +25,7 @@ use crate::queue::{LocalQueue, WorkMessage, WorkQueue};
 use crate::quota::FairGate;
 use crate::store::TaskStore;
 use crate::store::embedded::EmbeddedStore;
+use crate::store::metered::Metered;
 use crate::tools::{Registry, Tool};
 use crate::worker::{Worker, WorkerSettings};
 
@@ -72,7 +73,10 @@ impl LocalOptions {
             listen,
             data_dir,
             tools: ToolSet::Builtin,
-            service: ServiceConfig::default(),
+            service: ServiceConfig {
+                metrics_path: Some("/metrics".into()),
+                ..ServiceConfig::default()
+            },
             tasks: TaskSettings::default(),
             worker: WorkerSettings::default(),
             max_concurrent_jobs: 10_000,
@@ -232,7 +236,7 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
     let key = state_key(&opts.data_dir).map_err(dir_err)?;
     let db = opts.data_dir.join("tasks.redb");
     private_file(&db).map_err(dir_err)?;
-    let store: Arc<dyn TaskStore> = Arc::new(EmbeddedStore::open(&db)?);
+    let store: Arc<dyn TaskStore> = Arc::new(Metered(EmbeddedStore::open(&db)?));
     let (queue, rx) = LocalQueue::new();
     let queue: Arc<dyn WorkQueue> = Arc::new(queue);
     #[cfg(feature = "fault-injection")]
@@ -262,11 +266,11 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
     #[cfg(feature = "fault-injection")]
     if let Some(n) = opts.faults.max_interruptions {
         worker_settings.max_interruptions = n;
+        worker_settings.max_deaths = n;
     }
     let worker = Arc::new(Worker::new(
         store,
         queue.clone(),
-        worker_settings.max_deaths = n;
         registry.clone(),
         worker_settings,
     ));

@@ -25,6 +25,7 @@ use tokio::time::Instant;
 
 use crate::clock::now_ms;
 use crate::jobs::{JobContext, JobError, ProgressSink, Step, tool_error_result};
+use crate::metrics::{self, name as metric};
 use crate::protocol::{ErrorObject, INVALID_PARAMS};
 use crate::queue::{WorkKind, WorkMessage, WorkQueue};
 use crate::store::{StoreError, TaskStore};
@@ -45,7 +46,6 @@ pub struct WorkerSettings {
     /// A job whose runs died this many times in a row without saving a checkpoint (crash,
     /// panic, lost store) is failed instead of being retried forever.
     pub max_interruptions: u32,
-    /// The per-task limits a running job is held to (wall time under a lease, CPU time on the
     /// A job whose runs died this many times in all, even after saving checkpoints, is failed:
     /// a job that kills its process after each checkpoint (and its batch-mates with it, on
     /// Lambda) would otherwise be retried until its TTL.
@@ -55,6 +55,7 @@ pub struct WorkerSettings {
     /// while a deployment rolls out) before it fails. Zero: it fails at once (the local
     /// server, whose tools never change while it runs).
     pub unknown_tool_grace: Duration,
+    /// The per-task limits a running job is held to (wall time under a lease, CPU time on the
     /// CPU pool); the hosts copy them from their [`crate::quota::Quotas`].
     pub quotas: crate::quota::Quotas,
 }
@@ -67,9 +68,9 @@ impl Default for WorkerSettings {
             checkpoint_every: Duration::from_secs(1),
             deadline_margin: Duration::from_secs(5),
             max_interruptions: 5,
-            quotas: crate::quota::Quotas::default(),
             max_deaths: 10,
             unknown_tool_grace: Duration::ZERO,
+            quotas: crate::quota::Quotas::default(),
         }
     }
 }
@@ -104,10 +105,10 @@ pub enum Outcome {
 
 /// How long a message waits when its tenant is at its running-jobs limit.
 pub const DEFER_DELAY: Duration = Duration::from_secs(5);
-
 /// When a task whose tool is not known yet is tried again (within
 /// [`WorkerSettings::unknown_tool_grace`]).
 pub const UNKNOWN_TOOL_RETRY: Duration = Duration::from_secs(60);
+
 /// A failure the message should be retried for (the store or queue was unavailable).
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -234,7 +235,14 @@ impl Worker {
             let err = internal("The task's arguments are missing from the task store");
             return self.finish(&mut task, owner, |t| t.fail(err.clone())).await;
         };
-        self.run(tool, task, arguments, owner, deadline).await
+        let (started, name) = (Instant::now(), task.tool.clone());
+        let outcome = self.run(tool, task, arguments, owner, deadline).await;
+        let ran = started.elapsed().as_millis() as u64;
+        metrics::global().time(metric::JOB_RUN_MS, &[("tool", &name)], ran);
+        if matches!(outcome, Ok(Outcome::Continued)) {
+            metrics::global().count(metric::JOB_HANDOVERS, &[("tool", &name)], 1);
+        }
+        outcome
     }
 
     /// Gives up on the task named by `msg` after the last allowed delivery of its message
@@ -336,6 +344,7 @@ impl Worker {
             if took_over {
                 // The previous run neither finished nor handed over: it died.
                 task.interruptions += 1;
+                task.deaths = task.deaths.saturating_add(1);
             }
             if task.interruptions > self.settings.max_interruptions
                 || task.deaths > self.settings.max_deaths
@@ -346,7 +355,6 @@ impl Worker {
                     .finish(&mut task, owner, |t| t.fail(err.clone()))
                     .await?;
                 return Ok(Err(out));
-                task.deaths = task.deaths.saturating_add(1);
             }
             task.lease = Some(Lease {
                 owner: owner.to_owned(),
@@ -356,6 +364,14 @@ impl Worker {
             match self.store.update(&task).await {
                 Ok(v) => {
                     task.version = v;
+                    let tool = [("tool", task.tool.as_str())];
+                    if task.attempts == 1 {
+                        let waited = now.saturating_sub(task.created_at_ms);
+                        metrics::global().time(metric::TASK_START_WAIT_MS, &tool, waited);
+                    }
+                    if took_over {
+                        metrics::global().count(metric::LEASE_TAKEOVERS, &tool, 1);
+                    }
                     tracing::info!(task_id = %task.task_id, attempt = task.attempts, kind = ?msg.kind, "task.leased");
                     return Ok(Ok(task));
                 }
@@ -1272,22 +1288,6 @@ mod tests {
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn an_invocation_shorter_than_the_margin_still_makes_progress() {
-        let mut r = rig(WorkerSettings {
-            deadline_margin: Duration::from_secs(5),
-            ..fast()
-        });
-        let msg = create(&mut r, json!({"n": 1000, "ms": 10})).await;
-        // One second left, a five-second margin: this used to hand over at once, without a
-        // step, on every delivery.
-        let out = r
-            .worker
-            .handle(&msg, Some(Instant::now() + Duration::from_secs(1)))
-            .await
-            .unwrap();
-        assert_eq!(out, Outcome::Continued);
-        let done = status(&r, &msg).await.checkpoint.as_u64().unwrap_or(0);
     /// A job that saves a checkpoint and then kills its process, every run: the in-a-row
     /// count is reset each time, the total is not, and bounds it.
     #[tokio::test]
@@ -1359,6 +1359,22 @@ mod tests {
         );
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn an_invocation_shorter_than_the_margin_still_makes_progress() {
+        let mut r = rig(WorkerSettings {
+            deadline_margin: Duration::from_secs(5),
+            ..fast()
+        });
+        let msg = create(&mut r, json!({"n": 1000, "ms": 10})).await;
+        // One second left, a five-second margin: this used to hand over at once, without a
+        // step, on every delivery.
+        let out = r
+            .worker
+            .handle(&msg, Some(Instant::now() + Duration::from_secs(1)))
+            .await
+            .unwrap();
+        assert_eq!(out, Outcome::Continued);
+        let done = status(&r, &msg).await.checkpoint.as_u64().unwrap_or(0);
         assert!(done > 0, "no progress before the hand-over");
     }
 

@@ -19,6 +19,7 @@ use crate::task::TaskRecord;
 pub mod contract;
 pub mod embedded;
 pub mod memory;
+pub mod metered;
 
 /// Why a store call failed.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,76 @@
+//! A store decorator that counts what passes through it: tasks created, tasks that reached a
+//! terminal status, and conditional writes that lost a race ([`crate::metrics`]).
+//!
+//! Counting at the store is exact where counting at each caller would not be: a task ends by
+//! exactly one successful write of a terminal record (the store never overwrites one), whoever
+//! writes it — a worker finishing, `tasks/cancel`, the give-up after the last delivery.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::{StoreError, TaskKey, TaskStore};
+use crate::metrics::{self, name};
+use crate::task::TaskRecord;
+
+/// `S`, counted.
+pub struct Metered<S>(pub S);
+
+fn conflict(op: &str, r: &Result<impl Sized, StoreError>) {
+    if matches!(r, Err(StoreError::Conflict)) {
+        metrics::global().count(name::STORE_CONFLICTS, &[("op", op)], 1);
+    }
+}
+
+#[async_trait]
+impl<S: TaskStore> TaskStore for Metered<S> {
+    async fn create(&self, task: &TaskRecord, arguments: &Value) -> Result<(), StoreError> {
+        let r = self.0.create(task, arguments).await;
+        if r.is_ok() {
+            metrics::global().count(name::TASKS_CREATED, &[("tool", &task.tool)], 1);
+        }
+        conflict("create", &r);
+        r
+    }
+    async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.0.get(tenant, task_id).await
+    }
+    async fn arguments(&self, tenant: &str, task_id: &str) -> Result<Option<Value>, StoreError> {
+        self.0.arguments(tenant, task_id).await
+    }
+    async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
+        let r = self.0.update(task).await;
+        if r.is_ok() && task.status.is_terminal() {
+            metrics::global().count(
+                name::TASKS_FINISHED,
+                &[("tool", &task.tool), ("status", task.status.as_str())],
+                1,
+            );
+        }
+        conflict("update", &r);
+        r
+    }
+    async fn list_active(
+        &self,
+        after: Option<&TaskKey>,
+        limit: usize,
+    ) -> Result<Vec<TaskKey>, StoreError> {
+        self.0.list_active(after, limit).await
+    }
+    async fn list_tenant_active(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        self.0.list_tenant_active(tenant, after, limit).await
+    }
+    async fn count_tenant_active(&self, tenant: &str, at_most: usize) -> Result<usize, StoreError> {
+        self.0.count_tenant_active(tenant, at_most).await
+    }
+    async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
+        self.0.list_expired(now_ms, limit).await
+    }
+    async fn delete(&self, tenant: &str, task_id: &str) -> Result<(), StoreError> {
+        self.0.delete(tenant, task_id).await
+    }
+}
