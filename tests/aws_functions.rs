@@ -426,6 +426,64 @@ async fn a_legacy_client_runs_lists_and_reads_a_task_through_the_functions() {
     env.report("legacy: initialize → task → tasks/list → tasks/result → tasks/cancel");
 }
 
+/// A 2025-11-25 client that sends `Mcp-Method` has its `tasks/result` routed to the tasks
+/// function, whose Lambda timeout (10 s) is shorter than the 25 s synchronous budget: on an
+/// unfinished task the function answers `-32602` with `data.status` before its own deadline
+/// (the wait ends a margin before it), instead of being killed at 10 s (a bare 502).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_tasks_result_on_the_tasks_function_answers_within_its_timeout() {
+    let Some(env) = Env::start("legacy_result_deadline", Options::default()).await else {
+        return;
+    };
+    let c = env.client();
+    const V25: Option<&str> = Some("2025-11-25");
+    let created = c
+        .legacy_send(
+            V25,
+            "tools/call",
+            json!({"name": "wait", "arguments": {"seconds": 120}, "task": {}}),
+        )
+        .await
+        .json();
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task: {created}"))
+        .to_owned();
+    let body = json!({"jsonrpc": "2.0", "id": 41, "method": "tasks/result",
+                      "params": {"taskId": id}});
+    let answer = reqwest::Client::new()
+        .post(&env.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-method", "tasks/result")
+        .body(serde_json::to_vec(&body).unwrap())
+        .send()
+        .await
+        .expect("the front answers");
+    let status = answer.status().as_u16();
+    let text = answer.text().await.unwrap_or_default();
+    assert_eq!(status, 200, "the tasks function timed out: {text}");
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(v["id"], 41, "{v}");
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert_eq!(v["error"]["data"]["taskId"], id.as_str(), "{v}");
+    assert_eq!(v["error"]["data"]["status"], "working", "{v}");
+    assert_eq!(
+        env.counts
+            .sum(Some("tasks"), Some("http"), Some(&["tasks/result"])),
+        1,
+        "routed to the tasks function"
+    );
+    let cancelled = c
+        .legacy_send(V25, "tasks/cancel", json!({"taskId": id}))
+        .await
+        .json();
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    assert_routed(&env);
+    env.report("legacy tasks/result on the tasks function → -32602 before its 10 s timeout");
+}
+
 /// An inline call that asks for progress, 2026-07-28 and 2025-11-25 alike, through the mcp
 /// function: lambda_http and the REST API buffer the SSE answer, so it arrives whole — the
 /// progress notifications first, then the response, every event well formed.

@@ -380,7 +380,9 @@ impl Engine {
     /// Start-up recovery for a store this process owns alone (the embedded store): every
     /// lease belongs to a process that is gone, so it is released and the task re-enqueued.
     /// Tasks are recovered [`RECOVERY_CONCURRENCY`] at a time, so their writes share commits
-    /// (the embedded store syncs one batch of concurrent writes at once).
+    /// (the embedded store syncs one batch of concurrent writes at once). A task that cannot be
+    /// read or written is logged and skipped, never the end of recovery for the others; only a
+    /// failed listing fails the call.
     pub async fn recover(&self) -> Result<usize, StoreError> {
         use futures_util::StreamExt as _;
         let keys = self.all_active().await?;
@@ -389,9 +391,22 @@ impl Engine {
             .buffer_unordered(RECOVERY_CONCURRENCY)
             .collect()
             .await;
-        let mut n = 0;
+        let (mut n, mut failed) = (0, 0);
         for r in results {
-            n += usize::from(r?);
+            match r {
+                Ok(requeued) => n += usize::from(requeued),
+                Err(e) => {
+                    failed += 1;
+                    tracing::error!(error = %e, "recovering a task failed; skipped");
+                }
+            }
+        }
+        if failed > 0 {
+            tracing::error!(
+                failed,
+                recovered = n,
+                "recovery skipped tasks it could not recover"
+            );
         }
         Ok(n)
     }
@@ -418,13 +433,29 @@ impl Engine {
 
     /// The orphan sweep: re-enqueues `working` tasks that no live worker holds and that have
     /// not moved for `stale`. Duplicates are harmless (the lease drops them).
-    pub async fn sweep(&self, stale: Duration) -> Result<usize, StoreError> {
+    ///
+    /// It never stops on one task: a listed task that cannot be read — an item the store
+    /// cannot decode or that does not match its key (the store logs each with its key and
+    /// reads it as absent), a read error, or a task deleted since the listing — is skipped and
+    /// counted in [`SweepStats::skipped`] (logged once per run when not zero), and the sweep
+    /// goes on with the rest. Only a failed listing fails the call; the purge
+    /// ([`Engine::purge`]) is independent of this and runs whatever happens here.
+    pub async fn sweep(&self, stale: Duration) -> Result<SweepStats, StoreError> {
         let now = now_ms();
         let stale_ms = stale.as_millis() as u64;
-        let mut n = 0;
+        let mut stats = SweepStats::default();
         for k in self.all_active().await? {
-            let Some(task) = self.store.get(&k.tenant, &k.task_id).await? else {
-                continue;
+            let task = match self.store.get(&k.tenant, &k.task_id).await {
+                Ok(Some(task)) => task,
+                Ok(None) => {
+                    stats.skipped += 1;
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(task_id = %k.task_id, error = %e, "sweep.read_failed");
+                    stats.skipped += 1;
+                    continue;
+                }
             };
             let unheld = task.lease.as_ref().is_none_or(|l| l.expires_at_ms <= now);
             // An expired task is gone for clients and about to be purged: no more work on it.
@@ -434,20 +465,69 @@ impl Engine {
                 && now.saturating_sub(task.last_updated_at_ms) >= stale_ms
             {
                 self.send(&task, WorkKind::Recover).await;
-                n += 1;
+                stats.requeued += 1;
             }
         }
-        Ok(n)
+        if stats.skipped > 0 {
+            tracing::error!(
+                skipped = stats.skipped,
+                requeued = stats.requeued,
+                "sweep.skipped_unreadable_tasks"
+            );
+        }
+        Ok(stats)
     }
 
-    /// Deletes tasks past their `ttlMs` (reads already treat them as absent).
+    /// Deletes tasks past their `ttlMs` (reads already treat them as absent); returns how many
+    /// it deleted. See [`Engine::purge`], which also counts the deletes that failed.
     pub async fn purge_expired(&self) -> Result<usize, StoreError> {
-        let keys = self.store.list_expired(now_ms(), 1000).await?;
-        for k in &keys {
-            self.store.delete(&k.tenant, &k.task_id).await?;
-        }
-        Ok(keys.len())
+        self.purge().await.map(|p| p.purged)
     }
+
+    /// Deletes up to 1000 tasks past their `ttlMs`. A delete that fails is logged, counted in
+    /// [`PurgeStats::failed`] and left for the next run; the others go on. Only a failed
+    /// listing fails the call. The listing is the `expiry` index's keys: items the store
+    /// cannot decode are purged like any other.
+    pub async fn purge(&self) -> Result<PurgeStats, StoreError> {
+        let keys = self.store.list_expired(now_ms(), 1000).await?;
+        let mut stats = PurgeStats::default();
+        for k in &keys {
+            match self.store.delete(&k.tenant, &k.task_id).await {
+                Ok(()) => stats.purged += 1,
+                Err(e) => {
+                    tracing::warn!(task_id = %k.task_id, error = %e, "purge.delete_failed");
+                    stats.failed += 1;
+                }
+            }
+        }
+        if stats.failed > 0 {
+            tracing::error!(
+                failed = stats.failed,
+                purged = stats.purged,
+                "purge.deletes_failed"
+            );
+        }
+        Ok(stats)
+    }
+}
+
+/// What one orphan sweep ([`Engine::sweep`]) did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SweepStats {
+    /// Working tasks re-enqueued.
+    pub requeued: usize,
+    /// Listed active tasks that could not be read and were skipped: undecodable items, items
+    /// whose record does not match their key, read errors, tasks deleted since the listing.
+    pub skipped: usize,
+}
+
+/// What one purge ([`Engine::purge`]) did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PurgeStats {
+    /// Expired tasks deleted.
+    pub purged: usize,
+    /// Deletes that failed (left for the next run).
+    pub failed: usize,
 }
 
 /// Refuses a claim that exceeds a per-task limit (no retry helps: the call must ask for less).
@@ -504,7 +584,14 @@ mod tests {
         task.last_updated_at_ms = now_ms() - 60_000;
         store.create(&task, &json!({})).await.unwrap();
         assert!(rx.try_recv().is_err());
-        assert_eq!(engine.sweep(Duration::from_secs(30)).await.unwrap(), 1);
+        assert_eq!(
+            engine
+                .sweep(Duration::from_secs(30))
+                .await
+                .unwrap()
+                .requeued,
+            1
+        );
         let msg = rx.try_recv().expect("the sweep enqueued the orphan");
         assert_eq!(
             (msg.task_id.as_str(), msg.kind),
@@ -522,7 +609,14 @@ mod tests {
             expires_at_ms: now_ms() + 60_000,
         });
         store.update(&held).await.unwrap();
-        assert_eq!(engine.sweep(Duration::from_secs(30)).await.unwrap(), 0);
+        assert_eq!(
+            engine
+                .sweep(Duration::from_secs(30))
+                .await
+                .unwrap()
+                .requeued,
+            0
+        );
         assert!(rx.try_recv().is_err(), "{}", fresh.task_id);
     }
 
@@ -534,9 +628,106 @@ mod tests {
         task.last_updated_at_ms = task.created_at_ms;
         store.create(&task, &json!({})).await.unwrap();
         assert!(task.is_expired(now_ms()));
-        assert_eq!(engine.sweep(Duration::from_secs(30)).await.unwrap(), 0);
+        assert_eq!(
+            engine
+                .sweep(Duration::from_secs(30))
+                .await
+                .unwrap()
+                .requeued,
+            0
+        );
         assert!(rx.try_recv().is_err(), "no work for an expired task");
         assert_eq!(engine.purge_expired().await.unwrap(), 1);
+    }
+
+    /// A store whose reads and deletes of the tasks in `bad` fail.
+    struct Patchy {
+        inner: MemoryStore,
+        bad: std::collections::HashSet<String>,
+    }
+
+    #[async_trait::async_trait]
+    impl TaskStore for Patchy {
+        async fn create(&self, task: &TaskRecord, args: &Value) -> Result<(), StoreError> {
+            self.inner.create(task, args).await
+        }
+        async fn arguments(&self, tenant: &str, id: &str) -> Result<Option<Value>, StoreError> {
+            self.inner.arguments(tenant, id).await
+        }
+        async fn get(&self, tenant: &str, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+            if self.bad.contains(id) {
+                return Err(StoreError::Backend("unreadable".into()));
+            }
+            self.inner.get(tenant, id).await
+        }
+        async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
+            self.inner.update(task).await
+        }
+        async fn list_active(
+            &self,
+            after: Option<&TaskKey>,
+            limit: usize,
+        ) -> Result<Vec<TaskKey>, StoreError> {
+            self.inner.list_active(after, limit).await
+        }
+        async fn list_expired(&self, now: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
+            self.inner.list_expired(now, limit).await
+        }
+        async fn delete(&self, tenant: &str, id: &str) -> Result<(), StoreError> {
+            if self.bad.contains(id) {
+                return Err(StoreError::Backend("refused".into()));
+            }
+            self.inner.delete(tenant, id).await
+        }
+    }
+
+    #[tokio::test]
+    async fn one_bad_task_stops_neither_the_sweep_nor_the_purge_nor_recovery() {
+        let now = now_ms();
+        let aged = |ttl: u64| {
+            let mut t = TaskRecord::new("t", new_task_id(), "wait", Some(ttl), 1000, json!({}));
+            t.created_at_ms = now - 60_000;
+            t.last_updated_at_ms = t.created_at_ms;
+            t
+        };
+        // Ten orphans and ten expired tasks; every other one of each cannot be read/deleted.
+        let orphans: Vec<TaskRecord> = (0..10).map(|_| aged(3_600_000)).collect();
+        let expired: Vec<TaskRecord> = (0..10).map(|_| aged(1_000)).collect();
+        let bad = orphans
+            .iter()
+            .chain(&expired)
+            .step_by(2)
+            .map(|t| t.task_id.clone())
+            .collect();
+        let store = Arc::new(Patchy {
+            inner: MemoryStore::new(),
+            bad,
+        });
+        for t in orphans.iter().chain(&expired) {
+            store.create(t, &json!({})).await.unwrap();
+        }
+        let (queue, mut rx) = LocalQueue::new();
+        let engine = Engine::new(store.clone(), Arc::new(queue), TaskSettings::default());
+
+        let swept = engine.sweep(Duration::from_secs(30)).await.unwrap();
+        assert_eq!(
+            swept,
+            SweepStats {
+                requeued: 5,
+                skipped: 10
+            }
+        );
+        let purged = engine.purge().await.unwrap();
+        assert_eq!(
+            purged,
+            PurgeStats {
+                purged: 5,
+                failed: 5
+            }
+        );
+        while rx.try_recv().is_ok() {}
+        // Start-up recovery skips the unreadable ones too (5 orphans left readable).
+        assert_eq!(engine.recover().await.unwrap(), 5);
     }
 
     #[tokio::test]

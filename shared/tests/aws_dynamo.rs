@@ -881,3 +881,199 @@ async fn arguments_live_in_their_own_item_and_record_writes_leave_it_alone() {
     assert!(raw_item(&client, store.table_name(), key).await.is_none());
     drop_table(&client, store.table_name()).await;
 }
+
+/// An engine over `store` with an in-process queue (what it enqueues arrives on the receiver).
+fn engine_over(
+    store: &DynamoStore,
+) -> (
+    mcp_tasks_core::engine::Engine,
+    tokio::sync::mpsc::UnboundedReceiver<mcp_tasks_core::queue::WorkMessage>,
+) {
+    let (queue, rx) = mcp_tasks_core::queue::LocalQueue::new();
+    let engine = mcp_tasks_core::engine::Engine::new(
+        std::sync::Arc::new(store.clone()),
+        std::sync::Arc::new(queue),
+        mcp_tasks_core::engine::TaskSettings::default(),
+    );
+    (engine, rx)
+}
+
+/// Writes `item` as it is, as a hand edit in the console or a migration script would.
+async fn put_raw(client: &Client, table: &str, item: HashMap<String, AttributeValue>) {
+    client
+        .put_item()
+        .table_name(table)
+        .set_item(Some(item))
+        .send()
+        .await
+        .unwrap();
+}
+
+/// Changes one item by hand: `expression` with the attribute named `#a` set to `attr`.
+async fn edit_raw(
+    client: &Client,
+    table: &str,
+    key: String,
+    expression: &str,
+    attr: &str,
+    value: Option<AttributeValue>,
+) {
+    let mut req = client
+        .update_item()
+        .table_name(table)
+        .key(dynamo::ATTR_PK, AttributeValue::S(key))
+        .update_expression(expression)
+        .expression_attribute_names("#a", attr);
+    if let Some(v) = value {
+        req = req.expression_attribute_values(":v", v);
+    }
+    req.send().await.unwrap();
+}
+
+/// An item whose record disagrees with its key (tenant A's record copied under tenant B's key,
+/// as a hand edit or a tenant-rename migration might leave it) is read as absent: tenant B can
+/// neither read nor cancel through it, and tenant A's task is untouched. Every later write is
+/// keyed on the record, so before the check B's `tasks/cancel` cancelled A's task.
+#[tokio::test]
+async fn a_record_is_trusted_only_at_its_own_key() {
+    let Some(client) = client().await else { return };
+    let store = fresh_store(&client).await;
+    let table = store.table_name().to_owned();
+    let (engine, _rx) = engine_over(&store);
+    let a = task("tenant-a", None);
+    let id = a.task_id.clone();
+    store.create(&a, &args()).await.unwrap();
+
+    let original = raw_item(&client, &table, dynamo::pk("tenant-a", &id))
+        .await
+        .unwrap();
+    let under = |tenant: &str, task_id: &str| {
+        let mut item = original.clone();
+        let key = dynamo::pk(tenant, task_id);
+        item.insert(dynamo::ATTR_PK.into(), AttributeValue::S(key.clone()));
+        item.insert(dynamo::ATTR_ACTIVE.into(), AttributeValue::S(key));
+        item.insert(
+            dynamo::ATTR_TENANT_ACTIVE.into(),
+            AttributeValue::S(dynamo::tenant_hash(tenant)),
+        );
+        item
+    };
+    put_raw(&client, &table, under("tenant-b", &id)).await;
+
+    assert_eq!(store.get("tenant-b", &id).await.unwrap(), None);
+    for res in [
+        engine.get("tenant-b", &id).await.map(|_| ()),
+        engine.cancel("tenant-b", &id).await,
+        engine.cancel_at_once("tenant-b", &id).await.map(|_| ()),
+    ] {
+        let e = res.expect_err("tenant B reaches no task");
+        assert_eq!(e.error.code, -32602, "{:?}", e.error);
+    }
+    assert!(
+        store
+            .list_tenant_active("tenant-b", None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.get("tenant-a", &id).await.unwrap(),
+        Some(a.clone()),
+        "tenant A's task is untouched"
+    );
+
+    // Within one tenant: a copy under another task id is no second task.
+    let other = format!("{id}-copy");
+    put_raw(&client, &table, under("tenant-a", &other)).await;
+    assert_eq!(store.get("tenant-a", &other).await.unwrap(), None);
+    assert!(engine.cancel("tenant-a", &other).await.is_err());
+    let listed: Vec<String> = store
+        .list_tenant_active("tenant-a", None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.task_id)
+        .collect();
+    assert_eq!(listed, std::slice::from_ref(&id));
+    assert_eq!(store.get("tenant-a", &id).await.unwrap(), Some(a));
+    drop_table(&client, &table).await;
+}
+
+/// Items this release cannot decode — a status it does not know (a rollback after a release
+/// that added one), a missing field (a hand edit) — neither stop the sweep nor the purge: they
+/// are skipped and counted, every orphan is still re-queued and every expired task (bad ones
+/// included) purged. `tasks/get` on such an item answers as for an unknown task (`-32602`),
+/// not `-32603`.
+#[tokio::test]
+async fn the_sweep_and_the_purge_go_on_past_items_they_cannot_decode() {
+    use mcp_tasks_core::engine::{PurgeStats, SweepStats};
+    let Some(client) = client().await else { return };
+    let store = fresh_store(&client).await;
+    let table = store.table_name().to_owned();
+    let (engine, mut rx) = engine_over(&store);
+    let now = mcp_tasks_core::clock::now_ms();
+    let make = |ttl: Option<u64>, age_ms: u64| {
+        let mut t = task("t", ttl);
+        t.created_at_ms = now - age_ms;
+        t.last_updated_at_ms = t.created_at_ms;
+        t
+    };
+    // Orphans: stored, never enqueued, idle for a minute.
+    let mut orphans = Vec::new();
+    for _ in 0..8 {
+        let t = make(Some(3_600_000), 60_000);
+        store.create(&t, &args()).await.unwrap();
+        orphans.push(t.task_id);
+    }
+    // Bad items, idle orphans too.
+    let unknown_status = make(Some(3_600_000), 60_000);
+    let missing_field = make(Some(3_600_000), 60_000);
+    let expired_bad = make(Some(1_000), 60_000);
+    let expired = make(Some(1_000), 60_000);
+    for t in [&unknown_status, &missing_field, &expired_bad, &expired] {
+        store.create(t, &args()).await.unwrap();
+    }
+    for t in [&unknown_status, &expired_bad] {
+        let paused = Some(AttributeValue::S("paused".into()));
+        let key = dynamo::pk("t", &t.task_id);
+        edit_raw(&client, &table, key, "SET #a = :v", "status", paused).await;
+    }
+    let key = dynamo::pk("t", &missing_field.task_id);
+    edit_raw(&client, &table, key, "REMOVE #a", "version", None).await;
+
+    let stats = engine.sweep(std::time::Duration::from_secs(30)).await;
+    let stats = stats.expect("the sweep goes past items it cannot decode");
+    assert_eq!(
+        stats,
+        SweepStats {
+            requeued: orphans.len(),
+            skipped: 3
+        }
+    );
+    let mut requeued = Vec::new();
+    while let Ok(m) = rx.try_recv() {
+        requeued.push(m.task_id);
+    }
+    requeued.sort();
+    orphans.sort();
+    assert_eq!(requeued, orphans);
+
+    for t in [&unknown_status, &missing_field] {
+        let e = engine.get("t", &t.task_id).await.expect_err("unreadable");
+        assert_eq!(e.error.code, -32602, "answered as unknown: {:?}", e.error);
+    }
+
+    let purged = engine.purge().await.expect("the purge goes on");
+    assert_eq!(
+        purged,
+        PurgeStats {
+            purged: 2,
+            failed: 0
+        }
+    );
+    for t in [&expired, &expired_bad] {
+        let key = dynamo::pk("t", &t.task_id);
+        assert!(raw_item(&client, &table, key).await.is_none());
+    }
+    drop_table(&client, &table).await;
+}

@@ -14,7 +14,9 @@ use anyhow::Context as _;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use clap::Parser;
 use mcp_tasks_core::aws::sqs::{self, SqsQueue};
-use mcp_tasks_core::aws::{dynamo, sdk_config};
+use mcp_tasks_core::aws::{
+    Timeouts, dynamo, dynamodb_client, sdk_config, sqs_client, sqs_client_with,
+};
 use serde_json::{Value, json};
 
 #[derive(Parser)]
@@ -48,22 +50,25 @@ enum Cli {
     },
 }
 
+/// How long one `ReceiveMessage` of the local event source mapping waits for messages.
+const LONG_POLL: Duration = Duration::from_secs(5);
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = sdk_config().await;
     match Cli::parse() {
         Cli::Setup { table, queue } => {
-            dynamo::create_table(&aws_sdk_dynamodb::Client::new(&config), &table)
+            dynamo::create_table(&dynamodb_client(&config), &table)
                 .await
                 .context("creating the table")?;
-            let url = SqsQueue::create_queue(&aws_sdk_sqs::Client::new(&config), &queue)
+            let url = SqsQueue::create_queue(&sqs_client(&config), &queue)
                 .await
                 .context("creating the queue")?;
             println!("TABLE_NAME={table}");
             println!("QUEUE_URL={url}");
         }
         Cli::Backfill { table } => {
-            let store = dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::new(&config), table);
+            let store = dynamo::DynamoStore::new(dynamodb_client(&config), table);
             let changed = store
                 .backfill_tenant_index()
                 .await
@@ -76,7 +81,7 @@ async fn main() -> anyhow::Result<()> {
             batch_size,
         } => {
             esm(
-                &aws_sdk_sqs::Client::new(&config),
+                &sqs_client_with(&config, Timeouts::sqs_long_poll(LONG_POLL)),
                 &queue_url,
                 &invoke,
                 batch_size,
@@ -100,7 +105,7 @@ async fn esm(
             .receive_message()
             .queue_url(queue_url)
             .max_number_of_messages(batch.clamp(1, 10))
-            .wait_time_seconds(5)
+            .wait_time_seconds(LONG_POLL.as_secs() as i32)
             .message_system_attribute_names(MessageSystemAttributeName::All)
             .send()
             .await

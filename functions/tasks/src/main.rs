@@ -1,22 +1,31 @@
 //! Lambda `tasks`: `tasks/get`, `tasks/update` and `tasks/cancel` only (API Gateway routing
 //! rules send `Mcp-Method: tasks/*` here); any other method is `-32601`.
 
-use lambda_http::{Error, run, tracing};
-use mcp_tasks_core::aws::lambda::{Config, Ports, Role, http_router};
+use lambda_http::tower::ServiceExt as _;
+use lambda_http::{Error, Request, RequestExt as _, run, service_fn, tracing};
+use mcp_tasks_core::aws::lambda::{Config, Ports, Role, http_router, request_deadline};
+use mcp_tasks_core::aws::within_deadline;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     tracing::init_default_subscriber();
     let config = Config::from_env(Role::Tasks)?;
-    let ports = Ports::connect(&config).await;
-    run(http_router(&config, &ports)).await
+    let router = http_router(&config, &Ports::connect(&config).await);
+    // Each request runs within its invocation's deadline, so that no wait (the legacy
+    // `tasks/result`) outlives the function's timeout.
+    run(service_fn(move |req: Request| {
+        let deadline = req
+            .lambda_context_ref()
+            .and_then(|c| request_deadline(c.deadline()));
+        within_deadline(deadline, router.clone().oneshot(req))
+    }))
+    .await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::Value;
-    use tower::ServiceExt as _;
 
     async fn invoke(event: &str) -> Value {
         let config = Config::from_lookup(Role::Tasks, |k| match k {

@@ -24,6 +24,12 @@
 //! key is also an index sort key, so the escaped tenant and the task id together must stay
 //! within 1024 bytes (generated task ids are 46).
 //!
+//! Every read checks the record against the key it was read from: an item whose record names
+//! another tenant or task id (a hand edit, a botched migration), or that does not decode at
+//! all (a rollback past a release that added a status), is logged with its key and read as
+//! absent (`DynamoStore::record_at`) — writes are keyed on the record, so trusting such a
+//! record would let one tenant's request write another tenant's task.
+//!
 //! # The indexes (no scans)
 //!
 //! `active` (`shard`, `active_pk`), `expiry` (`shard`, `expires_ms`) and `tenant_active`
@@ -203,6 +209,15 @@ impl DynamoStore {
         // Set once an attempt ended without telling whether it was applied: from then on a
         // failed condition may be our own earlier attempt (landing late), so it is checked.
         let mut maybe_applied = false;
+        // The whole write, its own retries and read-backs included, within about the client's
+        // operation timeout (see `super::Timeouts`): against an endpoint that never answers,
+        // five attempts each followed by a read-back would otherwise take a minute.
+        let until = self
+            .client
+            .config()
+            .timeout_config()
+            .and_then(|t| t.operation_timeout())
+            .map(|d| tokio::time::Instant::now() + d);
         let mut pause = PUT_RETRY_PAUSE;
         for attempt in 1..=PUT_ATTEMPTS {
             let mut req = self
@@ -242,7 +257,14 @@ impl DynamoStore {
                 Failure::Throttled => {}
                 Failure::Unknown => {
                     maybe_applied = true;
-                    match self.get(&task.tenant, &task.task_id).await {
+                    let read = self.get(&task.tenant, &task.task_id);
+                    let read = match until {
+                        Some(u) => tokio::time::timeout_at(u, read).await.unwrap_or_else(|_| {
+                            Err(StoreError::Backend("dynamodb read-back timed out".into()))
+                        }),
+                        None => read.await,
+                    };
+                    match read {
                         Ok(Some(stored)) if stored == landed => {
                             tracing::info!(op, attempt, "dynamodb.put_landed_answer_lost");
                             return Ok(());
@@ -255,7 +277,8 @@ impl DynamoStore {
                     }
                 }
             }
-            if attempt == PUT_ATTEMPTS {
+            let out_of_time = until.is_some_and(|u| tokio::time::Instant::now() + pause >= u);
+            if attempt == PUT_ATTEMPTS || out_of_time {
                 return Err(backend(op, &self.table, err));
             }
             tracing::info!(op, attempt, "dynamodb.put_retry");
@@ -392,8 +415,35 @@ impl DynamoStore {
         }
     }
 
+    /// The record of the item read at table key `key`, or `None` — logged as an error with the
+    /// key, never the content — when the item does not decode (a rollback past a release that
+    /// added a status or changed a field, a hand edit) or its record names another key (a hand
+    /// edit, a botched tenant migration).
+    ///
+    /// Both are treated as absent, everywhere: a record is trusted only at its own key, because
+    /// every later write is keyed on the record (`update` writes `pk(record.tenant,
+    /// record.task_id)`), so a record read at tenant B's key that says tenant A would let B's
+    /// `tasks/cancel` cancel A's task. An undecodable item cannot be acted on by this release
+    /// at all: answering "unknown task" (`-32602`) instead of `-32603` tells a client the truth
+    /// for this release (retrying will not help), keeps the sweep going past it, and no write
+    /// can touch it (each needs a decoded read first, and `create` is conditional on absence).
+    /// Expired such items are still purged (the purge goes by the `expiry` index's keys).
+    fn record_at(&self, key: &str, item: HashMap<String, AttributeValue>) -> Option<TaskRecord> {
+        match from_item(item) {
+            Ok(t) if pk(&t.tenant, &t.task_id) == key => Some(t),
+            Ok(_) => {
+                tracing::error!(table = %self.table, key, "dynamodb.record_key_mismatch");
+                None
+            }
+            Err(_) => {
+                tracing::error!(table = %self.table, key, "dynamodb.undecodable_item");
+                None
+            }
+        }
+    }
+
     /// The records of `pks`, read consistently with `BatchGetItem`; absent keys, and items
-    /// that do not decode (logged; `get` reports them), are missing from the map.
+    /// that do not decode or do not match their key (logged), are missing from the map.
     /// `UnprocessedKeys` are asked for again after a pause.
     async fn batch_get(&self, pks: &[String]) -> Result<HashMap<String, TaskRecord>, StoreError> {
         let mut out = HashMap::with_capacity(pks.len());
@@ -431,14 +481,9 @@ impl DynamoStore {
                     let Some(k) = item.get(ATTR_PK).and_then(|v| v.as_s().ok()).cloned() else {
                         continue;
                     };
-                    match from_item(item) {
-                        Ok(t) => {
-                            out.insert(k, t);
-                        }
-                        // Skipped so that one bad item does not hide the tenant's others.
-                        Err(e) => {
-                            tracing::warn!(table = %self.table, error = %e, "dynamodb.undecodable_item");
-                        }
+                    // A bad item is skipped (and logged) so that it does not hide the others.
+                    if let Some(t) = self.record_at(&k, item) {
+                        out.insert(k, t);
                     }
                 }
                 request = page
@@ -523,16 +568,17 @@ impl TaskStore for DynamoStore {
             // Not a task key: the tenant's running-jobs and arguments items live there.
             return Ok(None);
         }
+        let key = pk(tenant, task_id);
         let out = self
             .client
             .get_item()
             .table_name(&self.table)
-            .key(ATTR_PK, AttributeValue::S(pk(tenant, task_id)))
+            .key(ATTR_PK, AttributeValue::S(key.clone()))
             .consistent_read(true)
             .send()
             .await
             .map_err(|e| backend("get", &self.table, e))?;
-        out.item.map(from_item).transpose()
+        Ok(out.item.and_then(|item| self.record_at(&key, item)))
     }
 
     async fn arguments(&self, tenant: &str, task_id: &str) -> Result<Option<Value>, StoreError> {

@@ -333,12 +333,12 @@ pub struct Ports {
 
 impl Ports {
     /// DynamoDB and SQS from the SDK's standard configuration (region, credentials, and
-    /// `AWS_ENDPOINT_URL*` for emulators).
+    /// `AWS_ENDPOINT_URL*` for emulators), with the clients' [`super::Timeouts`].
     pub async fn connect(config: &Config) -> Self {
         let sdk = super::sdk_config().await;
-        let queue = SqsQueue::new(aws_sdk_sqs::Client::new(&sdk), config.queue_url.clone());
+        let queue = SqsQueue::new(super::sqs_client(&sdk), config.queue_url.clone());
         let store = Arc::new(super::dynamo::DynamoStore::new(
-            aws_sdk_dynamodb::Client::new(&sdk),
+            super::dynamodb_client(&sdk),
             &config.table_name,
         ));
         Self {
@@ -413,6 +413,15 @@ pub fn instant_at(deadline: SystemTime) -> Instant {
         .duration_since(SystemTime::now())
         .unwrap_or_default();
     Instant::now() + left
+}
+
+/// The deadline an HTTP request runs within ([`super::within_deadline`]), from its Lambda
+/// context's. `None` for one already past when the request starts: no real invocation starts
+/// after its deadline, but `cargo lambda watch` (the local serverless run) sends such, and
+/// taking it at its word would end every wait at once.
+pub fn request_deadline(deadline: SystemTime) -> Option<Instant> {
+    let at = instant_at(deadline);
+    (at > Instant::now()).then_some(at)
 }
 
 /// What to do with one SQS record once the worker is done with it.
@@ -559,13 +568,19 @@ impl SqsWorker {
     }
 }
 
-/// What one sweep did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// What one sweep did: the function's response, and the fields of its `sweep done` log line
+/// (a metric filter on `skipped` or `purge_failed` above zero is the alarm for items the sweep
+/// cannot read or delete).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct SweepReport {
     /// Working tasks re-enqueued (persisted but never enqueued, or whose run died).
     pub requeued: usize,
+    /// Active tasks listed but not readable, skipped (see [`crate::engine::SweepStats`]).
+    pub skipped: usize,
     /// Expired tasks deleted.
     pub purged: usize,
+    /// Expired tasks whose delete failed (tried again next run).
+    pub purge_failed: usize,
 }
 
 /// Why a sweep failed (the scheduler retries the invocation).
@@ -592,20 +607,30 @@ impl Sweeper {
         }
     }
 
-    /// One sweep. Both halves run even when one fails; the first error is returned.
+    /// One sweep. Both halves always run, neither depends on the other: an item either cannot
+    /// read or delete is skipped and counted, and only a failed listing is an error — the
+    /// first such error is returned after both halves ran.
     pub async fn run(&self) -> Result<SweepReport, SweepError> {
-        let requeued = self.engine.sweep(self.stale).await;
-        let purged = self.engine.purge_expired().await;
+        let swept = self.engine.sweep(self.stale).await;
+        let purged = self.engine.purge().await;
+        let s = swept.as_ref().copied().unwrap_or_default();
+        let p = purged.as_ref().copied().unwrap_or_default();
         let report = SweepReport {
-            requeued: *requeued.as_ref().unwrap_or(&0),
-            purged: *purged.as_ref().unwrap_or(&0),
+            requeued: s.requeued,
+            skipped: s.skipped,
+            purged: p.purged,
+            purge_failed: p.failed,
         };
         tracing::info!(
             requeued = report.requeued,
+            skipped = report.skipped,
             purged = report.purged,
+            purge_failed = report.purge_failed,
+            sweep_failed = swept.is_err(),
+            purge_listing_failed = purged.is_err(),
             "sweep done"
         );
-        requeued?;
+        swept?;
         purged?;
         Ok(report)
     }
@@ -736,10 +761,12 @@ mod tests {
         }
     }
 
-    /// A store whose first `fail_gets` reads fail (an outage that passes).
+    /// A store whose first `fail_gets` reads fail (an outage that passes), and whose active
+    /// listing fails while `fail_listing` is set.
     struct Flaky {
         inner: MemoryStore,
         fail_gets: AtomicUsize,
+        fail_listing: std::sync::atomic::AtomicBool,
     }
 
     #[async_trait]
@@ -768,6 +795,9 @@ mod tests {
             after: Option<&TaskKey>,
             limit: usize,
         ) -> Result<Vec<TaskKey>, StoreError> {
+            if self.fail_listing.load(Ordering::SeqCst) {
+                return Err(StoreError::Backend("index unavailable".into()));
+            }
             self.inner.list_active(after, limit).await
         }
         async fn list_expired(&self, now: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
@@ -788,6 +818,7 @@ mod tests {
         let store = Arc::new(Flaky {
             inner: MemoryStore::new(),
             fail_gets: AtomicUsize::new(0),
+            fail_listing: Default::default(),
         });
         let (queue, rx) = LocalQueue::new();
         let ports = Ports {
@@ -952,16 +983,36 @@ mod tests {
             report,
             SweepReport {
                 requeued: 1,
-                purged: 0
+                ..SweepReport::default()
             }
         );
         assert_eq!(r._rx.recv().await.unwrap().task_id, msg.task_id);
+    }
+
+    #[tokio::test]
+    async fn the_purge_runs_when_the_orphan_sweep_fails() {
+        let r = rig();
+        let mut expired = TaskRecord::new("t", "tsk_x".into(), "wait", Some(1000), 1000, json!({}));
+        expired.created_at_ms = crate::clock::now_ms() - 60_000;
+        r.store.create(&expired, &json!({})).await.unwrap();
+        r.store.fail_listing.store(true, Ordering::SeqCst);
+        let config = env(Role::Sweep, &BASE).unwrap();
+        let out = Sweeper::new(&config, &r.ports).run().await;
+        assert!(out.is_err(), "the failed half is reported");
+        assert_eq!(
+            r.store.get("t", "tsk_x").await.unwrap(),
+            None,
+            "purged all the same"
+        );
     }
 
     #[test]
     fn past_deadlines_are_now_not_a_panic() {
         let past = SystemTime::now() - Duration::from_secs(10);
         assert!(instant_at(past) <= Instant::now());
+        assert_eq!(request_deadline(past), None, "not a real request deadline");
+        let soon = SystemTime::now() + Duration::from_secs(10);
+        assert!(request_deadline(soon).is_some());
         let future = SystemTime::now() + Duration::from_secs(10);
         assert!(instant_at(future) > Instant::now() + Duration::from_secs(9));
     }

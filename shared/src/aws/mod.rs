@@ -3,6 +3,27 @@
 //! the AWS SDK. Endpoints follow the SDK's standard settings (`AWS_ENDPOINT_URL`,
 //! `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL_SQS`), which is how the local emulators and
 //! LocalStack are reached.
+//!
+//! # Timeouts
+//!
+//! The SDK sets no operation or attempt timeout of its own (only a 3.1 s connect timeout): a
+//! call on a connection that the other side accepted and then never answers waits for ever,
+//! and with it the worker's cancel check, its hand-over, and the whole batch of the
+//! invocation. Every client is therefore built by [`dynamodb_client`] or [`sqs_client`], which
+//! set [`Timeouts`]; see there for the values and why.
+//!
+//! # The invocation's deadline
+//!
+//! A Lambda function may not plan work past its own timeout. The HTTP functions run each
+//! request inside [`within_deadline`] (the deadline the Lambda context gives), and waits that
+//! would otherwise use a fixed budget (the legacy `tasks/result`) read [`invocation_deadline`]
+//! and stop in time to answer.
+
+use std::future::Future;
+use std::time::Duration;
+
+use aws_config::timeout::TimeoutConfig;
+use tokio::time::Instant;
 
 pub mod dynamo;
 #[cfg(feature = "lambda")]
@@ -10,7 +31,220 @@ pub mod lambda;
 pub mod sqs;
 
 /// Loads the shared SDK configuration once (region, credentials, endpoint overrides). Build
-/// clients from it at cold start, never per request.
+/// clients from it at cold start, never per request, with [`dynamodb_client`] and
+/// [`sqs_client`] (which add the [`Timeouts`]).
 pub async fn sdk_config() -> aws_config::SdkConfig {
     aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
+}
+
+/// The timeouts of one AWS client.
+///
+/// - `attempt` bounds one HTTP attempt, from sending the request to the last byte of the
+///   answer. Past it the attempt is abandoned (its connection dropped) and, for calls that
+///   the SDK retries, retried on a fresh connection: a hung connection costs one attempt, not
+///   the call.
+/// - `operation` bounds the whole call, retries and their back-off included: what a caller
+///   waits at most before it gets an error.
+/// - `connect` bounds the TCP (and TLS) connect; the SDK's own default is 3.1 s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// One connection set-up.
+    pub connect: Duration,
+    /// One attempt.
+    pub attempt: Duration,
+    /// The whole call, retries included.
+    pub operation: Duration,
+}
+
+impl Timeouts {
+    /// DynamoDB: answers take single-digit milliseconds (a 400 KB item or a 16 MB
+    /// `BatchGetItem` page well under a second inside a region), so an attempt still
+    /// unanswered after 2 s is a dead connection or a stuck node, and retrying elsewhere is
+    /// the cure. 10 s for the call leaves room for the SDK's standard three attempts with
+    /// their back-off (2 + ~1 + 2 + ~2 + 2 s) and is what a caller waits at most: a third of
+    /// the mcp function's 30 s and below the tasks function's 10 s minus its answer.
+    pub const DYNAMODB: Timeouts = Timeouts {
+        connect: Duration::from_secs(3),
+        attempt: Duration::from_secs(2),
+        operation: Duration::from_secs(10),
+    };
+
+    /// SQS `SendMessage` (all the functions do with SQS): tens of milliseconds when healthy;
+    /// the same reasoning as [`Timeouts::DYNAMODB`], with 3 s attempts (SQS's tail latency is
+    /// longer than DynamoDB's). A long-polling receiver needs [`Timeouts::sqs_long_poll`].
+    pub const SQS: Timeouts = Timeouts {
+        connect: Duration::from_secs(3),
+        attempt: Duration::from_secs(3),
+        operation: Duration::from_secs(10),
+    };
+
+    /// An SQS client that long-polls `ReceiveMessage` with `WaitTimeSeconds` = `wait`: SQS
+    /// holds such a request up to `wait` before it answers, so an attempt may take that long
+    /// plus the usual 3 s, and the call one such attempt and a retry's start.
+    pub fn sqs_long_poll(wait: Duration) -> Timeouts {
+        Timeouts {
+            attempt: wait + Self::SQS.attempt,
+            operation: wait + Self::SQS.operation,
+            ..Self::SQS
+        }
+    }
+
+    fn config(self) -> TimeoutConfig {
+        TimeoutConfig::builder()
+            .connect_timeout(self.connect)
+            .operation_attempt_timeout(self.attempt)
+            .operation_timeout(self.operation)
+            .build()
+    }
+}
+
+/// The DynamoDB client of the functions and tools: `sdk`'s settings with
+/// [`Timeouts::DYNAMODB`].
+pub fn dynamodb_client(sdk: &aws_config::SdkConfig) -> aws_sdk_dynamodb::Client {
+    dynamodb_client_with(sdk, Timeouts::DYNAMODB)
+}
+
+/// [`dynamodb_client`] with other timeouts.
+pub fn dynamodb_client_with(
+    sdk: &aws_config::SdkConfig,
+    timeouts: Timeouts,
+) -> aws_sdk_dynamodb::Client {
+    let config = aws_sdk_dynamodb::config::Builder::from(sdk)
+        .timeout_config(timeouts.config())
+        .build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
+
+/// The SQS client of the functions: `sdk`'s settings with [`Timeouts::SQS`].
+pub fn sqs_client(sdk: &aws_config::SdkConfig) -> aws_sdk_sqs::Client {
+    sqs_client_with(sdk, Timeouts::SQS)
+}
+
+/// [`sqs_client`] with other timeouts (a long-polling receiver:
+/// [`Timeouts::sqs_long_poll`]).
+pub fn sqs_client_with(sdk: &aws_config::SdkConfig, timeouts: Timeouts) -> aws_sdk_sqs::Client {
+    let config = aws_sdk_sqs::config::Builder::from(sdk)
+        .timeout_config(timeouts.config())
+        .build();
+    aws_sdk_sqs::Client::from_conf(config)
+}
+
+tokio::task_local! {
+    static DEADLINE: Instant;
+}
+
+/// Runs `f` (one invocation's request) with `deadline` as its [`invocation_deadline`]; `None`
+/// runs it without one.
+pub async fn within_deadline<F: Future>(deadline: Option<Instant>, f: F) -> F::Output {
+    match deadline {
+        Some(d) => DEADLINE.scope(d, f).await,
+        None => f.await,
+    }
+}
+
+/// The deadline of the Lambda invocation this code runs in, when its function set one with
+/// [`within_deadline`] (only within that request's own task, not in tasks it spawns).
+pub fn invocation_deadline() -> Option<Instant> {
+    DEADLINE.try_with(|d| *d).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::{WorkKind, WorkMessage, WorkQueue as _};
+    use crate::store::TaskStore as _;
+    use tokio::io::AsyncReadExt as _;
+
+    /// An endpoint that accepts every connection and reads what it is sent, but never answers:
+    /// a stuck server, or a connection whose answers are lost.
+    async fn black_hole() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {}
+                });
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    async fn sdk_at(endpoint: &str) -> aws_config::SdkConfig {
+        aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "test", "test", None, None, "test",
+            ))
+            .endpoint_url(endpoint)
+            .load()
+            .await
+    }
+
+    /// A hung endpoint makes store and queue calls fail (after the operation timeout, about
+    /// 10 s, or the conditional write's bounded retries) instead of waiting for ever. The
+    /// outer timeout only detects a hang; it is no speed limit.
+    #[tokio::test]
+    async fn calls_to_an_endpoint_that_never_answers_fail_instead_of_hanging() {
+        let sdk = sdk_at(&black_hole().await).await;
+        let store = dynamo::DynamoStore::new(dynamodb_client(&sdk), "tasks");
+        let queue = sqs::SqsQueue::new(sqs_client(&sdk), "http://127.0.0.1:1/000000000000/q");
+        let task = crate::task::TaskRecord::new(
+            "t",
+            crate::task::new_task_id(),
+            "wait",
+            None,
+            1000,
+            serde_json::json!({}),
+        );
+        let msg = WorkMessage {
+            tenant: "t".into(),
+            task_id: task.task_id.clone(),
+            kind: WorkKind::Start,
+        };
+        // A conditional write: retried by the store itself, within the same bound.
+        let mut later = task.clone();
+        later.version = 3;
+        let hang = Duration::from_secs(90);
+        let (got, written, sent) = tokio::time::timeout(hang, async {
+            let now = Instant::now();
+            let took = |what: &str| println!("{what} failed after {:?}", now.elapsed());
+            tokio::join!(
+                async {
+                    let r = store.get("t", &task.task_id).await;
+                    took("get");
+                    r
+                },
+                async {
+                    let r = store.update(&later).await;
+                    took("update");
+                    r
+                },
+                async {
+                    let r = queue.enqueue(msg, Duration::ZERO).await;
+                    took("enqueue");
+                    r
+                },
+            )
+        })
+        .await
+        .expect("a call to an endpoint that never answers hung");
+        assert!(got.is_err(), "{got:?}");
+        assert!(written.is_err(), "{written:?}");
+        assert!(sent.is_err(), "{sent:?}");
+    }
+
+    #[tokio::test]
+    async fn the_invocation_deadline_is_seen_only_inside_its_scope() {
+        assert_eq!(invocation_deadline(), None);
+        let d = Instant::now() + Duration::from_secs(7);
+        let seen = within_deadline(Some(d), async { invocation_deadline() }).await;
+        assert_eq!(seen, Some(d));
+        assert_eq!(
+            within_deadline(None, async { invocation_deadline() }).await,
+            None
+        );
+        assert_eq!(invocation_deadline(), None);
+    }
 }

@@ -359,14 +359,16 @@ impl McpService {
     }
 
     /// `tasks/result`: the task's `CallToolResult` (or its JSON-RPC error) once terminal,
-    /// waiting up to the synchronous budget for that.
+    /// waiting up to the synchronous budget for that — or less, when the invocation serving
+    /// it ends sooner (see [`result_deadline`]).
     async fn legacy_result(
         &self,
         req: &Request,
         tenant: &str,
     ) -> Result<Map<String, Value>, McpError> {
         let id = task_id_param(req)?;
-        let deadline = tokio::time::Instant::now() + self.config.sync_budget;
+        let started = tokio::time::Instant::now();
+        let deadline = result_deadline(started, self.config.sync_budget, invocation_deadline());
         let mut gap = std::time::Duration::from_millis(50);
         let task = loop {
             let task = self.engine.get(tenant, &id).await?;
@@ -380,7 +382,7 @@ impl McpService {
                         "Task is still {} after waiting {} s: poll tasks/get and call \
                          tasks/result again once it is terminal",
                         task.status.as_str(),
-                        self.config.sync_budget.as_secs()
+                        started.elapsed().as_secs()
                     )),
                     json!({"taskId": id, "status": task.status.as_str()}),
                 ));
@@ -455,6 +457,39 @@ impl McpService {
             m.insert("nextCursor".into(), json!(list_cursor(next)));
         }
         Ok(m)
+    }
+}
+
+/// What `tasks/result` keeps of an invocation's time for its answer: the last read of the
+/// task (milliseconds on DynamoDB), the reply, the runtime's hand-back.
+const ANSWER_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The deadline of the request this code serves, when it runs in a Lambda invocation.
+fn invocation_deadline() -> Option<tokio::time::Instant> {
+    #[cfg(feature = "aws")]
+    {
+        crate::aws::invocation_deadline()
+    }
+    #[cfg(not(feature = "aws"))]
+    {
+        None
+    }
+}
+
+/// When `tasks/result` stops waiting and answers `-32602` with `data.status`: the synchronous
+/// budget after `started`, but never later than [`ANSWER_MARGIN`] before the invocation's own
+/// deadline. The `tasks` function runs 10 s (its Lambda timeout) where the budget is 25 s:
+/// waiting the budget there would be a bare 502 from API Gateway, and 10 s billed, instead of
+/// an answer the client can act on.
+fn result_deadline(
+    started: tokio::time::Instant,
+    budget: std::time::Duration,
+    invocation: Option<tokio::time::Instant>,
+) -> tokio::time::Instant {
+    let by_budget = started + budget;
+    match invocation {
+        Some(d) => by_budget.min(d.checked_sub(ANSWER_MARGIN).unwrap_or(started)),
+        None => by_budget,
     }
 }
 
@@ -645,5 +680,88 @@ mod tests {
             assert_eq!(p["params"]["progressToken"], "t", "{p}");
         }
         assert_budget_error(last);
+    }
+
+    /// A 2025-11-25 request of `method`, JSON only.
+    fn legacy_request(method: &str, params: Value) -> HttpRequest {
+        let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+        let mut headers = HeaderMap::new();
+        headers.insert("content-type", HeaderValue::from_static("application/json"));
+        headers.insert("accept", HeaderValue::from_static("application/json"));
+        headers.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static("2025-11-25"),
+        );
+        HttpRequest {
+            method: Method::POST,
+            path: "/mcp".into(),
+            headers,
+            body: Bytes::from(serde_json::to_vec(&body).unwrap()),
+        }
+    }
+
+    fn json_of(reply: crate::handler::Reply) -> Value {
+        match reply.body {
+            ReplyBody::Json(v) => v,
+            _ => panic!("expected one JSON answer"),
+        }
+    }
+
+    #[test]
+    fn tasks_result_stops_waiting_before_the_invocation_ends() {
+        let t0 = tokio::time::Instant::now();
+        let budget = Duration::from_secs(25);
+        assert_eq!(result_deadline(t0, budget, None), t0 + budget);
+        let lambda = t0 + Duration::from_secs(10);
+        assert_eq!(
+            result_deadline(t0, budget, Some(lambda)),
+            lambda - ANSWER_MARGIN
+        );
+        let roomy = t0 + Duration::from_secs(60);
+        assert_eq!(result_deadline(t0, budget, Some(roomy)), t0 + budget);
+        // An invocation already (nearly) over: one read, then the answer.
+        assert!(result_deadline(t0, budget, Some(t0)) <= t0);
+    }
+
+    /// The `tasks` function (10 s timeout) answers a legacy `tasks/result` on an unfinished task
+    /// with `-32602` and `data.status` before its invocation ends, not after the 25 s budget
+    /// (on AWS: killed at 10 s, a bare 502). Tokio's clock is paused, so the wait is virtual.
+    #[cfg(feature = "aws")]
+    #[tokio::test(start_paused = true)]
+    async fn tasks_result_answers_within_the_invocation_deadline() {
+        let service = service(Duration::from_secs(25));
+        let created = json_of(
+            service
+                .handle(legacy_request(
+                    "tools/call",
+                    json!({"name": "wait", "arguments": {"seconds": 600}, "task": {}}),
+                ))
+                .await,
+        );
+        let id = created["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{created}"))
+            .to_owned();
+        let started = tokio::time::Instant::now();
+        let deadline = started + Duration::from_secs(10);
+        let reply = crate::aws::within_deadline(
+            Some(deadline),
+            service.handle(legacy_request("tasks/result", json!({"taskId": id}))),
+        )
+        .await;
+        let answered = tokio::time::Instant::now();
+        let v = json_of(reply);
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        assert_eq!(v["error"]["data"]["status"], "working", "{v}");
+        assert_eq!(v["error"]["data"]["taskId"], id.as_str(), "{v}");
+        assert!(answered < deadline, "answered after the invocation's end");
+        // Outside an invocation the budget still applies in full.
+        let v = json_of(
+            service
+                .handle(legacy_request("tasks/result", json!({"taskId": id})))
+                .await,
+        );
+        assert_eq!(v["error"]["data"]["status"], "working", "{v}");
+        assert!(tokio::time::Instant::now() - answered >= Duration::from_secs(25));
     }
 }
