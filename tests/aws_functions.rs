@@ -78,6 +78,52 @@ fn assert_routed(env: &Env) {
     }
 }
 
+/// The sum of an EMF metric over the functions' log lines (`who`: one function, or all),
+/// over the lines whose dimensions include `dims`. Lines without `_aws` are ordinary logs.
+fn emf_sum(env: &Env, who: Option<&str>, metric: &str, dims: &[(&str, &str)]) -> u64 {
+    let mut sum = 0;
+    for line in env.logs().lines() {
+        let Some((prefix, text)) = line.split_once("] ") else {
+            continue;
+        };
+        if who.is_some_and(|w| prefix.trim_start_matches('[') != w) {
+            continue;
+        }
+        let Ok(doc) = serde_json::from_str::<Value>(text) else {
+            continue;
+        };
+        let Some(declared) = doc["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array() else {
+            continue;
+        };
+        if !declared.iter().any(|m| m["Name"] == metric) {
+            continue;
+        }
+        if dims.iter().all(|(k, v)| doc[*k] == *v) {
+            sum += doc[metric].as_u64().expect("a metric value");
+        }
+    }
+    sum
+}
+
+/// [`emf_sum`], once it reaches `want` (a function writes its lines after its invocation,
+/// which may end after the client saw the result) or 10 s passed.
+async fn emf_settled(
+    env: &Env,
+    who: Option<&str>,
+    metric: &str,
+    dims: &[(&str, &str)],
+    want: u64,
+) -> u64 {
+    let start = std::time::Instant::now();
+    loop {
+        let n = emf_sum(env, who, metric, dims);
+        if n >= want || start.elapsed() > Duration::from_secs(10) {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn input_required_then_update_completes_through_the_functions() {
     let Some(env) = Env::start("input_required", Options::default()).await else {
@@ -125,6 +171,19 @@ async fn input_required_then_update_completes_through_the_functions() {
     assert_routed(&env);
     assert_eq!(env.counts.sum(Some("mcp"), Some("http"), None), 1);
     env.report("confirm_action: create → input_required → tasks/update → completed");
+    // The metrics, as EMF lines: one creation (by mcp), one completion, two runs.
+    let tool = ("tool", "confirm_action");
+    assert_eq!(
+        emf_settled(&env, Some("mcp"), "tasks_created", &[tool], 1).await,
+        1
+    );
+    let done = [tool, ("status", "completed")];
+    assert_eq!(emf_settled(&env, None, "tasks_finished", &done, 1).await, 1);
+    assert_eq!(
+        emf_sum(&env, Some("worker"), "task_start_wait_ms_count", &[tool]),
+        1
+    );
+    assert!(emf_settled(&env, Some("worker"), "job_run_ms_count", &[tool], 2).await >= 2);
     // JSON log lines, and neither the arguments, the answer nor the result in any of them.
     env.assert_logs_are_json_without(&["Q3 notes", "Archive", "\"confirm\""]);
     // Creating the task is one count of the tenant's index keys (the active-task quota), two
@@ -197,6 +256,23 @@ async fn cancel_of_a_running_task_is_final() {
     assert_eq!(c.get_task(&id).await, settled);
     assert_routed(&env);
     env.report("wait: create → working → tasks/cancel → cancelled");
+    // Created = finished, as EMF lines: the one task, cancelled.
+    let tool = ("tool", "wait");
+    assert_eq!(
+        emf_settled(&env, None, "tasks_created", &[tool], 1).await,
+        1
+    );
+    let cancelled = [tool, ("status", "cancelled")];
+    assert_eq!(
+        emf_settled(&env, None, "tasks_finished", &cancelled, 1).await,
+        1
+    );
+    for status in ["completed", "failed"] {
+        assert_eq!(
+            emf_sum(&env, None, "tasks_finished", &[tool, ("status", status)]),
+            0
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -305,6 +381,10 @@ async fn a_long_job_hands_over_at_each_deadline_and_completes_exactly() {
         .counts
         .sum(Some("worker"), Some("sqs"), Some(&["SendMessage"]));
     assert_eq!(sends + 1, u64::from(runs), "{sends} sends for {runs} runs");
+    // Every hand-over counted once, as EMF lines of the worker.
+    let tool = ("tool", "hash_chain");
+    let handovers = emf_settled(&env, Some("worker"), "job_handovers", &[tool], sends).await;
+    assert_eq!(handovers, sends, "hand-overs counted");
     assert_eq!(
         env.esm.lock().unwrap().invoke_errors,
         0,

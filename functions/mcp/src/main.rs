@@ -3,7 +3,9 @@
 
 use lambda_http::tower::ServiceExt as _;
 use lambda_http::{Error, Request, RequestExt as _, run, service_fn, tracing};
-use mcp_tasks_core::aws::lambda::{Config, Ports, Role, http_router, request_deadline};
+use mcp_tasks_core::aws::lambda::{
+    Config, Ports, Role, flush_metrics, http_router, request_deadline,
+};
 use mcp_tasks_core::aws::within_deadline;
 
 #[tokio::main]
@@ -17,7 +19,12 @@ async fn main() -> Result<(), Error> {
         let deadline = req
             .lambda_context_ref()
             .and_then(|c| request_deadline(c.deadline()));
-        within_deadline(deadline, router.clone().oneshot(req))
+        let answer = within_deadline(deadline, router.clone().oneshot(req));
+        async move {
+            let answer = answer.await;
+            flush_metrics("mcp");
+            answer
+        }
     }))
     .await
 }

@@ -2,13 +2,15 @@
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{Error, LambdaEvent, run, service_fn, tracing};
-use mcp_tasks_core::aws::lambda::{Config, Ports, Role, SweepReport, Sweeper};
+use mcp_tasks_core::aws::lambda::{Config, Ports, Role, SweepReport, Sweeper, flush_metrics};
 
 async fn handler(
     sweeper: &Sweeper,
     _event: LambdaEvent<EventBridgeEvent>,
 ) -> Result<SweepReport, Error> {
-    Ok(sweeper.run().await?)
+    let report = sweeper.run().await;
+    flush_metrics("sweep");
+    Ok(report?)
 }
 
 #[tokio::main]

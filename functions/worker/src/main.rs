@@ -3,14 +3,16 @@
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Error, LambdaEvent, run, service_fn, tracing};
-use mcp_tasks_core::aws::lambda::{Config, Ports, Role, SqsWorker, instant_at};
+use mcp_tasks_core::aws::lambda::{Config, Ports, Role, SqsWorker, flush_metrics, instant_at};
 
 async fn handler(
     worker: &SqsWorker,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
     let deadline = instant_at(event.context.deadline());
-    Ok(worker.handle(event.payload, deadline).await)
+    let response = worker.handle(event.payload, deadline).await;
+    flush_metrics("worker");
+    Ok(response)
 }
 
 #[tokio::main]

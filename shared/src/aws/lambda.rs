@@ -29,6 +29,7 @@ use crate::local::ToolSet;
 use crate::protocol::state::StateSealer;
 use crate::queue::{WorkMessage, WorkQueue};
 use crate::quota::Quotas;
+use crate::store::metered::Metered;
 use crate::store::{StoreError, TaskStore};
 use crate::tools::{Registry, Tool};
 use crate::worker::{Outcome, Worker, WorkerError, WorkerSettings};
@@ -320,6 +321,32 @@ fn quotas(var: &impl Fn(&'static str) -> Option<String>) -> Result<Quotas, Confi
 const MIN_TASK_TTL_SECONDS: u64 = 60;
 const MAX_TASK_TTL_SECONDS: u64 = 365 * 24 * 3600;
 
+/// How long after its creation a task whose tool the worker does not know is given back to
+/// the queue before it fails ([`WorkerSettings::unknown_tool_grace`]): a deployment updates the
+/// functions one after the other, so for a while the `mcp` function may offer a tool an older
+/// worker does not have yet. Fifteen minutes covers a `sam deploy` many times over.
+pub const UNKNOWN_TOOL_GRACE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// Writes what this process counted since the last call ([`crate::metrics`]) to stdout as
+/// CloudWatch Embedded Metric Format lines, one per metric and label set: Lambda hands stdout
+/// to CloudWatch Logs, which turns such lines into metrics (namespace
+/// [`crate::metrics::NAMESPACE`], dimension `function` and the metric's labels) — no API call,
+/// nothing added to the answer's latency. Each function calls it after every invocation; what
+/// an invocation counts after its answer has gone (the end of a streamed call) goes out with
+/// the next one.
+pub fn flush_metrics(function: &str) {
+    use std::io::Write as _;
+    let lines = crate::metrics::global().drain_emf(function, crate::clock::now_ms());
+    if lines.is_empty() {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    for line in lines {
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = out.flush();
+}
+
 /// The ports every function uses, built once at cold start (SDK clients included).
 #[derive(Clone)]
 pub struct Ports {
@@ -337,14 +364,12 @@ impl Ports {
     pub async fn connect(config: &Config) -> Self {
         let sdk = super::sdk_config().await;
         let queue = SqsQueue::new(super::sqs_client(&sdk), config.queue_url.clone());
-        let store = Arc::new(super::dynamo::DynamoStore::new(
-            super::dynamodb_client(&sdk),
-            &config.table_name,
-        ));
+        let store =
+            super::dynamo::DynamoStore::new(super::dynamodb_client(&sdk), &config.table_name);
         Self {
-            store: store.clone(),
+            store: Arc::new(Metered(store.clone())),
             queue: Arc::new(queue),
-            run_slots: Some(store),
+            run_slots: Some(Arc::new(store)),
         }
     }
 }
@@ -477,7 +502,11 @@ pub struct SqsWorker {
 impl SqsWorker {
     /// A worker over the ports; `config.max_receives` must equal the queue's `maxReceiveCount`.
     pub fn new(config: &Config, ports: &Ports) -> Self {
-        Self::with_settings(config, ports, WorkerSettings::default())
+        let settings = WorkerSettings {
+            unknown_tool_grace: UNKNOWN_TOOL_GRACE,
+            ..WorkerSettings::default()
+        };
+        Self::with_settings(config, ports, settings)
     }
 
     /// As [`SqsWorker::new`], with explicit worker timing (tests).
