@@ -10,7 +10,8 @@
 //! - [`engine`] — creating tasks and serving `tasks/get|update|cancel` over the ports;
 //! - [`worker`] — running jobs under a lease, with checkpoints, cancellation and hand-over;
 //! - [`jobs`] — the step-wise job API tools implement;
-//! - [`tools`] — the tool registry, built-in tools and conformance fixtures;
+//! - [`tools`] — typed tools, the tool registry, the built-in tools (one file each), the
+//!   conformance fixtures, and (feature `testkit`) the kit that runs a tool in a test;
 //! - [`task`] — the task record and its status machine;
 //! - [`metrics`] — counters and timings, exported as Prometheus text and CloudWatch EMF;
 //! - [`quota`] — per-tenant quotas and fair sharing (the fair gate of the worker and CPU pools);

@@ -1,8 +1,11 @@
 //! Tools: what a tool declares, the registry, and the built-in and conformance tool sets.
 //!
-//! Adding a tool is one file: a [`ToolDef`] (name, description, input schema, [`Policy`]) and
-//! an implementation of [`Tool::step`] (see [`crate::jobs`]). Register it in
-//! [`builtin::builtin_tools`].
+//! Adding a tool is one file and one line: a [`TypedTool`] (its arguments a Rust type whose
+//! derived JSON Schema is the `inputSchema`, a name, a description, a [`Policy`] and a
+//! step-wise job, see [`crate::jobs`]) in `builtin/`, listed in [`builtin`]'s
+//! `builtin_tools!`. The kit ([`testkit`], feature `testkit`) runs it in a test, step by step.
+//! [`Tool`] is the untyped interface the engine and the worker use (and the conformance
+//! fixtures implement directly, their schemas written out as the official suite expects them).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
@@ -15,6 +18,14 @@ use crate::jobs::{JobContext, JobError, Step};
 
 pub mod builtin;
 pub mod fixtures;
+/// The README's "Add a tool" example, compiled and tested (not served).
+#[cfg(test)]
+mod readme_countdown;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
+mod typed;
+
+pub use typed::{TypedTool, input_schema, typed};
 
 /// Whether a tool runs as a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

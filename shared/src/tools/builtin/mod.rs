@@ -1,0 +1,61 @@
+//! The built-in tools: each shows one path through the engine, doing real, checkable work.
+//!
+//! | tool | policy | shows |
+//! |---|---|---|
+//! | `hash_chain` | optional task | CPU-bound chunks off the async threads, progress, checkpoints, resume after a crash |
+//! | `wait` | optional task | a long I/O-bound wait; many run at once |
+//! | `confirm_action` | optional task | `input_required` (task) or SEP-2322 rounds (synchronous) |
+//! | `lint_json` | sync | a tool error the model reads (`isError: true`) |
+//! | `unreliable_upstream` | task only | a protocol-level failure (`failed` with a JSON-RPC error) |
+//!
+//! Each tool is one file here: a [`TypedTool`](super::TypedTool) (a unit struct) with its
+//! argument type, and its tests through the kit ([`super::testkit`]). A new tool is that file
+//! plus one line, `file::Type,`, in the list below (which declares the module and registers
+//! the tool, in `tools/list` order).
+
+use std::sync::Arc;
+
+use super::Tool;
+
+/// Declares each tool's module and lists the tools, in order.
+macro_rules! builtin_tools {
+    ($($module:ident :: $tool:ident),+ $(,)?) => {
+        $(pub mod $module;)+
+
+        /// The built-in tools, in `tools/list` order.
+        pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
+            vec![$(super::typed($module::$tool)),+]
+        }
+    };
+}
+
+builtin_tools! {
+    hash_chain::HashChain,
+    wait::Wait,
+    confirm_action::ConfirmAction,
+    lint_json::LintJson,
+    unreliable_upstream::UnreliableUpstream,
+}
+
+// Where they were before each tool had its own file.
+pub use hash_chain::{MAX_ROUNDS, hash_rounds};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::Registry;
+
+    #[test]
+    fn every_builtin_schema_is_a_closed_object_that_compiles() {
+        let tools = builtin_tools();
+        let n = tools.len();
+        let registry = Registry::new(tools);
+        assert_eq!(registry.names().len(), n, "no duplicate names");
+        for t in registry.list().as_array().unwrap() {
+            let schema = &t["inputSchema"];
+            assert_eq!(schema["type"], "object", "{}", t["name"]);
+            assert_eq!(schema["additionalProperties"], false, "{}", t["name"]);
+            jsonschema::validator_for(schema).expect("compiles");
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! `wait`: waits `seconds`, reporting progress each second; a stand-in for slow I/O.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::jobs::{JobContext, JobError, Step, text_result};
+use crate::tools::{Claim, Policy, TypedTool};
+
+/// The tool.
+pub struct Wait;
+
+/// The arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// How long to wait, in seconds
+    #[schemars(range(min = 0, max = 86_400))]
+    seconds: f64,
+}
+
+#[async_trait]
+impl TypedTool for Wait {
+    type Args = Args;
+    const NAME: &'static str = "wait";
+    const DESCRIPTION: &'static str = "Waits the given number of seconds (up to a day), then \
+        says so. Stands in for any slow I/O-bound job.";
+    const POLICY: Policy = Policy::Optional;
+
+    fn claim(&self, a: &Args) -> Claim {
+        Claim {
+            wall: Duration::try_from_secs_f64(a.seconds).ok(),
+            cpu: None,
+        }
+    }
+
+    async fn step(&self, a: &Args, ctx: &JobContext) -> Result<Step, JobError> {
+        let total = (a.seconds * 1000.0) as u64;
+        let waited: u64 = ctx.checkpoint();
+        if waited >= total {
+            return Ok(Step::Done(text_result(format!(
+                "Waited {} s.",
+                total as f64 / 1000.0
+            ))));
+        }
+        let slice = (total - waited).min(1000);
+        tokio::time::sleep(Duration::from_millis(slice)).await;
+        let waited = waited + slice;
+        ctx.progress(
+            waited as f64,
+            Some(total as f64),
+            format!(
+                "Waited {:.1} of {:.1} s",
+                waited as f64 / 1000.0,
+                total as f64 / 1000.0
+            ),
+        );
+        Ok(Step::Continue(json!(waited)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::TaskStatus;
+    use crate::tools::testkit::ToolKit;
+
+    #[tokio::test(start_paused = true)]
+    async fn waits_in_one_second_slices_with_progress() {
+        let job = ToolKit::new(Wait)
+            .run(json!({"seconds": 2.5}))
+            .await
+            .unwrap();
+        assert_eq!(job.text(), "Waited 2.5 s.");
+        let msgs: Vec<_> = job
+            .progress()
+            .into_iter()
+            .filter_map(|p| p.message)
+            .collect();
+        assert_eq!(
+            msgs,
+            [
+                "Waited 1.0 of 2.5 s",
+                "Waited 2.0 of 2.5 s",
+                "Waited 2.5 of 2.5 s"
+            ]
+        );
+        assert_eq!(job.steps(), 4, "three slices, then done");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_crash_mid_slice_loses_only_that_slice() {
+        let kit = ToolKit::new(Wait).save_every(Duration::from_secs(2));
+        let mut job = kit.start(json!({"seconds": 10})).await.unwrap();
+        job.run_for(Duration::from_millis(4500)).await;
+        assert_eq!(job.checkpoint(), &json!(4000), "four slices done");
+        assert_eq!(
+            job.saved_checkpoint(),
+            &json!(4000),
+            "saved at 0+2 s and 4 s"
+        );
+        job.run_for(Duration::from_millis(1000)).await;
+        assert_eq!(job.checkpoint(), &json!(5000));
+        assert_eq!(job.saved_checkpoint(), &json!(4000), "not due yet");
+        job.crash();
+        assert_eq!(job.checkpoint(), &json!(4000));
+        assert_eq!(job.run().await, TaskStatus::Completed);
+        assert_eq!(job.text(), "Waited 10 s.");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cancelled_mid_wait() {
+        let mut job = ToolKit::new(Wait)
+            .start(json!({"seconds": 86_400}))
+            .await
+            .unwrap();
+        job.run_for(Duration::from_millis(2500)).await;
+        assert!(job.cancel());
+        assert_eq!(job.status(), TaskStatus::Cancelled);
+        assert_eq!(job.checkpoint(), &json!(2000));
+        assert!(!job.cancel(), "already cancelled");
+    }
+
+    #[tokio::test]
+    async fn bounds_and_claim() {
+        let kit = ToolKit::new(Wait);
+        assert!(kit.start(json!({"seconds": -1})).await.is_err());
+        assert!(kit.start(json!({"seconds": 86_401})).await.is_err());
+        assert!(kit.start(json!({"seconds": "1"})).await.is_err());
+        assert_eq!(
+            kit.claim(json!({"seconds": 1.5})).wall,
+            Some(Duration::from_millis(1500))
+        );
+    }
+}

@@ -1,0 +1,185 @@
+//! The kit's own tests: the paths the built-in tools do not take.
+
+use super::*;
+use crate::jobs::{elicitation, text_result};
+use crate::tools::fixtures::conformance_tools;
+use async_trait::async_trait;
+
+fn fixture(name: &str) -> ToolKit {
+    let registry = Registry::new(conformance_tools());
+    ToolKit::for_tool(registry.get(name).expect("a fixture").clone())
+}
+
+enum Action {
+    Go,
+    Ask(&'static [&'static str]),
+    Done,
+    Panic,
+}
+
+/// A scripted job: its checkpoint counts its steps, and `plan(steps, answers)` says what
+/// the next step does.
+struct Script(fn(u64, usize) -> Action);
+
+#[async_trait]
+impl Tool for Script {
+    fn def(&self) -> &ToolDef {
+        static DEF: std::sync::LazyLock<ToolDef> = std::sync::LazyLock::new(|| ToolDef {
+            name: "script",
+            description: "Does as told.",
+            input_schema: json!({"type": "object"}),
+            policy: Policy::Optional,
+        });
+        &DEF
+    }
+    async fn step(&self, ctx: &JobContext) -> Result<Step, JobError> {
+        let n: u64 = ctx.checkpoint();
+        let answers = ctx.inputs().len();
+        Ok(match (self.0)(n, answers) {
+            Action::Go => Step::Continue(json!(n + 1)),
+            Action::Ask(keys) => Step::NeedInput(
+                keys.iter()
+                    .map(|k| (k.to_string(), elicitation("?", json!({"type": "object"}))))
+                    .collect(),
+            ),
+            Action::Done => Step::Done(text_result(format!("{n} steps, {answers} answers"))),
+            Action::Panic => panic!("step {n}"),
+        })
+    }
+}
+
+fn script(plan: fn(u64, usize) -> Action) -> ToolKit {
+    ToolKit::for_tool(Arc::new(Script(plan)))
+}
+
+#[tokio::test]
+async fn a_preflight_that_asks_first_creates_the_task_from_its_checkpoint() {
+    let kit = fixture("test_tool_with_task");
+    let mut job = kit.start(json!({})).await.unwrap();
+    assert!(job.is_task());
+    assert_eq!(job.status(), TaskStatus::InputRequired);
+    assert_eq!(job.runs(), 0, "no task yet");
+    job.accept("user_name", json!({"name": "Ada"}));
+    assert_eq!(job.run().await, TaskStatus::Completed);
+    assert_eq!(job.text(), "Task finished for Ada");
+    assert!(
+        job.record().input_responses.is_empty(),
+        "answers stay with the request"
+    );
+}
+
+#[tokio::test]
+async fn inline_rounds_keep_the_answers_and_the_checkpoint() {
+    let mut job = fixture("test_input_required_result_multi_round")
+        .start(json!({}))
+        .await
+        .unwrap();
+    assert!(!job.is_task());
+    job.run().await;
+    assert!(job.input_requests().contains_key("step1"));
+    job.accept("step1", json!({"name": "a"}));
+    job.run().await;
+    assert!(job.input_requests().contains_key("step2"));
+    job.accept("step2", json!({"color": "red"}));
+    job.run().await;
+    assert_eq!(job.text(), "Both rounds answered.");
+    assert_eq!(job.runs(), 3, "one round per answer");
+}
+
+#[tokio::test]
+async fn every_request_is_awaited_and_answers_to_other_keys_are_ignored() {
+    let mut job = script(|n, answers| match (n, answers) {
+        (1, 0) => Action::Ask(&["a", "b"]),
+        (2, 2) => Action::Ask(&["c"]),
+        (3, _) => Action::Done,
+        _ => Action::Go,
+    })
+    .run(json!({}))
+    .await
+    .unwrap();
+    assert_eq!(job.status(), TaskStatus::InputRequired);
+    assert_eq!(job.saved_checkpoint(), &json!(1), "saved with the requests");
+    assert!(!job.accept("zzz", json!({})));
+    assert!(job.accept("a", json!({})));
+    assert_eq!(job.status(), TaskStatus::InputRequired, "b is outstanding");
+    assert!(!job.accept("a", json!({})), "answered already");
+    assert!(job.decline("b"));
+    assert_eq!(job.run().await, TaskStatus::InputRequired);
+    job.accept("c", json!({}));
+    assert_eq!(job.run().await, TaskStatus::Completed);
+    assert_eq!(job.text(), "3 steps, 3 answers");
+    assert_eq!(job.runs(), 3);
+}
+
+#[tokio::test]
+async fn asking_wrongly_fails_the_task_as_the_worker_does() {
+    let mut job = script(|n, _| match n {
+        0 => Action::Go,
+        _ => Action::Ask(&["a"]),
+    })
+    .run(json!({}))
+    .await
+    .unwrap();
+    job.accept("a", json!({}));
+    assert_eq!(job.run().await, TaskStatus::Failed, "asked for \"a\" twice");
+    assert_eq!(
+        job.error().unwrap().message,
+        "The job asked for input incorrectly"
+    );
+
+    let job = script(|_, _| Action::Ask(&[]))
+        .run(json!({}))
+        .await
+        .unwrap();
+    assert_eq!(job.status(), TaskStatus::Failed, "asked for nothing");
+}
+
+#[tokio::test]
+async fn a_panicking_step_fails_the_task() {
+    let mut job = script(|n, _| if n == 0 { Action::Go } else { Action::Panic })
+        .start(json!({}))
+        .await
+        .unwrap();
+    assert_eq!(job.step().await, Ok(Step::Continue(json!(1))));
+    assert!(job.step().await.is_err());
+    assert_eq!(job.status(), TaskStatus::Failed);
+    assert_eq!(job.error().unwrap().message, "The job failed unexpectedly");
+    assert_eq!(job.steps(), 2);
+}
+
+#[tokio::test]
+async fn a_hand_over_saves_and_a_crash_does_not() {
+    let kit = script(|n, _| if n < 3 { Action::Go } else { Action::Done })
+        .save_every(Duration::from_secs(3600));
+    let mut job = kit.start(json!({})).await.unwrap();
+    job.step().await.unwrap();
+    assert_eq!(job.checkpoint(), &json!(1));
+    assert_eq!(job.saved_checkpoint(), &Value::Null, "not due");
+    job.crash();
+    assert_eq!(job.checkpoint(), &Value::Null);
+    assert_eq!(job.record().interruptions, 1);
+    job.step().await.unwrap();
+    job.hand_over();
+    assert_eq!(job.saved_checkpoint(), &json!(1));
+    assert_eq!(job.run().await, TaskStatus::Completed);
+    assert_eq!((job.steps(), job.runs()), (5, 3));
+    assert_eq!(job.text(), "3 steps, 0 answers");
+}
+
+#[tokio::test]
+async fn progress_is_streamed_inline() {
+    let job = fixture("test_tool_with_progress")
+        .run(json!({}))
+        .await
+        .unwrap();
+    let at: Vec<f64> = job.progress().iter().map(|p| p.progress).collect();
+    assert_eq!(at, [0.0, 50.0, 100.0]);
+    assert_eq!(job.text(), "Progress reported.");
+}
+
+#[tokio::test]
+#[should_panic(expected = "answer its input requests first")]
+async fn stepping_a_job_that_waits_for_input_is_a_test_bug() {
+    let mut job = fixture("confirm_delete").run(json!({})).await.unwrap();
+    let _ = job.step().await;
+}

@@ -1,0 +1,243 @@
+//! Typed tools: a tool declares its arguments as a Rust type, and its `inputSchema` is derived
+//! from that type.
+//!
+//! The argument type derives [`serde::Deserialize`] and [`schemars::JsonSchema`]; its attributes
+//! are the one place the limits live:
+//!
+//! ```ignore
+//! #[derive(Deserialize, JsonSchema)]
+//! #[serde(deny_unknown_fields)] // -> "additionalProperties": false
+//! pub struct Args {
+//!     /// Text to hash first                       -> "description"
+//!     #[schemars(length(max = 4096))]          // -> "maxLength": 4096
+//!     seed: String,                            // no default -> "required"
+//!     #[schemars(range(min = 1, max = 1000))]  // -> "minimum", "maximum"
+//!     rounds: u64,
+//!     #[serde(default)]                        // optional -> not "required", "default": 0
+//!     pace_ms: u64,
+//! }
+//! ```
+//!
+//! The schema is derived once, when the tool is registered ([`typed`]), and served verbatim in
+//! `tools/list`. [`Registry::validate`](super::Registry::validate) checks every call's
+//! arguments against it at the edge, before any task exists, so a step receives arguments that
+//! already satisfy every bound: it deserializes them ([`TypedTool::step`] gets `&Self::Args`)
+//! and never re-checks a limit by hand.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use schemars::generate::SchemaSettings;
+use schemars::{JsonSchema, Schema};
+use serde::Deserialize as _;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::{Claim, Policy, Preflight, Tool, ToolDef};
+use crate::jobs::{JobContext, JobError, Step};
+
+/// A tool whose arguments are a Rust type. Register it with [`typed`]; test it with the kit
+/// (`tools::testkit`).
+#[async_trait]
+pub trait TypedTool: Send + Sync + 'static {
+    /// The arguments: `Deserialize` + `JsonSchema`, with `#[serde(deny_unknown_fields)]` (so
+    /// arguments nobody reads are refused, not stored with the task).
+    type Args: DeserializeOwned + JsonSchema + Send + Sync;
+
+    /// The tool's name in `tools/list` and `tools/call`.
+    const NAME: &'static str;
+    /// What the model reads about the tool.
+    const DESCRIPTION: &'static str;
+    /// Whether it runs as a task.
+    const POLICY: Policy;
+
+    /// Runs before a task is created (see [`Tool::preflight`]): the arguments are already
+    /// valid; check what the schema cannot say (a client capability, say) or ask first.
+    async fn preflight(
+        &self,
+        _args: &Self::Args,
+        _ctx: &JobContext,
+    ) -> Result<Preflight, JobError> {
+        Ok(Preflight::Proceed(Value::Null))
+    }
+
+    /// One bounded step of the job (see [`Tool::step`] and [`crate::jobs`]).
+    async fn step(&self, args: &Self::Args, ctx: &JobContext) -> Result<Step, JobError>;
+
+    /// The work a call with these arguments claims (see [`Tool::claim`]).
+    fn claim(&self, _args: &Self::Args) -> Claim {
+        Claim::default()
+    }
+}
+
+/// A typed tool behind the [`Tool`] interface the engine and the worker use.
+struct Typed<T: TypedTool> {
+    tool: T,
+    def: ToolDef,
+}
+
+/// Registers a typed tool: derives its schema and wraps it as a [`Tool`].
+pub fn typed<T: TypedTool>(tool: T) -> Arc<dyn Tool> {
+    Arc::new(Typed {
+        def: ToolDef {
+            name: T::NAME,
+            description: T::DESCRIPTION,
+            input_schema: input_schema::<T::Args>(),
+            policy: T::POLICY,
+        },
+        tool,
+    })
+}
+
+/// The `inputSchema` derived from an argument type: JSON Schema 2020-12 (the MCP default
+/// dialect, so no `$schema` is written), without the root's `title` and `description` (the
+/// Rust type's name and doc comment: they document the code, the tool's description says what
+/// a call does) and without the `format` schemars gives numbers after their Rust width
+/// (`uint64`, `double`): those are no JSON Schema formats, some model APIs refuse them, and
+/// the bounds already say what matters. Everything else is what the type's attributes say.
+pub fn input_schema<A: JsonSchema>() -> Value {
+    let mut schema = SchemaSettings::draft2020_12()
+        .with(|s| s.meta_schema = None)
+        .with_transform(drop_number_formats)
+        .into_generator()
+        .into_root_schema_for::<A>();
+    schema.remove("title");
+    schema.remove("description");
+    schema.to_value()
+}
+
+fn drop_number_formats(schema: &mut Schema) {
+    let numeric = |t: &Value| matches!(t.as_str(), Some("integer" | "number"));
+    let is_number = match schema.get("type") {
+        Some(Value::Array(types)) => types.iter().any(numeric),
+        Some(t) => numeric(t),
+        None => false,
+    };
+    if is_number {
+        schema.remove("format");
+    }
+    schemars::transform::transform_subschemas(&mut drop_number_formats, schema);
+}
+
+#[async_trait]
+impl<T: TypedTool> Tool for Typed<T> {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+
+    async fn preflight(&self, ctx: &JobContext) -> Result<Preflight, JobError> {
+        let args: T::Args = ctx.args()?;
+        self.tool.preflight(&args, ctx).await
+    }
+
+    async fn step(&self, ctx: &JobContext) -> Result<Step, JobError> {
+        let args: T::Args = ctx.args()?;
+        self.tool.step(&args, ctx).await
+    }
+
+    fn claim(&self, arguments: &Value) -> Claim {
+        // Called after the edge validated the arguments; anything else claims nothing (and is
+        // refused anyway).
+        T::Args::deserialize(arguments).map_or_else(|_| Claim::default(), |a| self.tool.claim(&a))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schemars::JsonSchema;
+    use serde::Deserialize;
+    use serde_json::json;
+
+    /// Documents the code, not the call.
+    #[allow(dead_code)]
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct Args {
+        /// The text.
+        #[schemars(length(max = 10))]
+        text: String,
+        #[schemars(range(min = 1, max = 5))]
+        n: u32,
+        #[serde(default)]
+        x: Option<f64>,
+        #[serde(default)]
+        inner: Vec<Inner>,
+        #[schemars(pattern(r"^[a-z]+$"), extend("x-mcp-header" = "Region"))]
+        region: String,
+        mode: Mode,
+    }
+
+    #[allow(dead_code)]
+    #[derive(Deserialize, JsonSchema)]
+    struct Inner {
+        k: i64,
+    }
+
+    #[allow(dead_code)]
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(rename_all = "lowercase")]
+    enum Mode {
+        Fast,
+        Slow,
+    }
+
+    struct Echo;
+
+    #[async_trait]
+    impl TypedTool for Echo {
+        type Args = Args;
+        const NAME: &'static str = "echo";
+        const DESCRIPTION: &'static str = "Echoes.";
+        const POLICY: Policy = Policy::Sync;
+        async fn step(&self, a: &Args, _: &JobContext) -> Result<Step, JobError> {
+            Ok(Step::Done(crate::jobs::text_result(&a.text)))
+        }
+    }
+
+    #[test]
+    fn the_schema_is_the_types_with_no_rust_names_or_widths() {
+        let s = input_schema::<Args>();
+        assert_eq!(
+            s,
+            json!({
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string", "maxLength": 10, "description": "The text."},
+                    "n": {"type": "integer", "minimum": 1, "maximum": 5},
+                    "x": {"type": ["number", "null"], "default": null},
+                    "inner": {"type": "array", "items": {"$ref": "#/$defs/Inner"}},
+                    "region": {"type": "string", "pattern": "^[a-z]+$", "x-mcp-header": "Region"},
+                    "mode": {"$ref": "#/$defs/Mode"}
+                },
+                "required": ["text", "n", "region", "mode"],
+                "additionalProperties": false,
+                "$defs": {
+                    "Inner": {"type": "object", "properties": {"k": {"type": "integer"}},
+                        "required": ["k"]},
+                    "Mode": {"type": "string", "enum": ["fast", "slow"]}
+                }
+            })
+        );
+        jsonschema::validator_for(&s).expect("compiles");
+    }
+
+    #[test]
+    fn the_registry_serves_validates_and_mirrors_the_derived_schema() {
+        let registry = super::super::Registry::new(vec![typed(Echo)]);
+        let listed = &registry.list()[0];
+        assert_eq!(listed["inputSchema"], input_schema::<Args>());
+        assert_eq!(
+            registry.mirrored_params("echo"),
+            [("Region".to_owned(), "region".to_owned())]
+        );
+        let ok = json!({"text": "hi", "n": 1, "region": "eu", "mode": "fast"});
+        assert_eq!(registry.validate("echo", &ok), Ok(()));
+        let bad = json!({"text": "hi", "n": 9, "region": "EU", "mode": "fast"});
+        let e = registry.validate("echo", &bad).unwrap_err();
+        assert!(
+            e.contains("arguments/n") && e.contains("arguments/region"),
+            "{e}"
+        );
+    }
+}
