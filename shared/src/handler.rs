@@ -113,7 +113,8 @@ pub enum ReplyBody {
     Json(Value),
     /// Server-sent events: each value is one JSON-RPC message; the last is the response.
     Sse(mpsc::Receiver<Value>),
-    /// Text of the given content type (the Prometheus scrape).
+    /// Text of the given content type: JSON written directly (`tasks/get`) or a Prometheus
+    /// scrape.
     Text(&'static str, String),
 }
 
@@ -558,7 +559,19 @@ impl McpService {
                 match method {
                     "tasks/get" => {
                         let task = self.engine.get(&tenant, &task_id).await?;
-                        ok(finish(task.to_detailed(), "complete", &self.meta))
+                        // Written straight from the record (the most repeated request).
+                        let answer = crate::task::GetAnswer {
+                            id: &req.id,
+                            task: &task,
+                            meta: &self.meta,
+                        };
+                        let body =
+                            serde_json::to_string(&answer).map_err(|_| McpError::internal())?;
+                        Ok(Reply {
+                            status: 200,
+                            headers: Vec::new(),
+                            body: ReplyBody::Text("application/json", body),
+                        })
                     }
                     "tasks/update" => {
                         let responses = match req.params.get("inputResponses") {

@@ -413,6 +413,122 @@ impl TaskRecord {
     }
 }
 
+/// A `tasks/get` answer — `{"id","jsonrpc","result": DetailedTask + _meta}` — serialized
+/// straight from the record: the same bytes as building it as a JSON tree
+/// ([`TaskRecord::to_detailed`], the handler's `_meta`, `success`) and writing that, keys in
+/// the same (sorted) order, without building the tree or copying the result. `tasks/get` is the
+/// request clients repeat most (every task, every poll interval), so it skips that work.
+pub struct GetAnswer<'a> {
+    /// The JSON-RPC id of the request.
+    pub id: &'a Value,
+    /// The task.
+    pub task: &'a TaskRecord,
+    /// The server's `_meta` (serverInfo).
+    pub meta: &'a Value,
+}
+
+impl Serialize for GetAnswer<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("id", self.id)?;
+        m.serialize_entry("jsonrpc", "2.0")?;
+        m.serialize_entry("result", &Detailed(self.task, self.meta))?;
+        m.end()
+    }
+}
+
+/// The `result` of a [`GetAnswer`], keys in sorted order like a `serde_json::Map`.
+struct Detailed<'a>(&'a TaskRecord, &'a Value);
+
+impl Serialize for Detailed<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let (t, meta) = (self.0, self.1);
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("_meta", meta)?;
+        m.serialize_entry("createdAt", &iso8601(t.created_at_ms))?;
+        if t.status == TaskStatus::Failed {
+            match &t.error {
+                Some(e) => m.serialize_entry("error", &SortedError(e))?,
+                None => m.serialize_entry(
+                    "error",
+                    &SortedError(&ErrorObject {
+                        code: crate::protocol::INTERNAL_ERROR,
+                        message: "Task failed".into(),
+                        data: None,
+                    }),
+                )?,
+            }
+        }
+        if t.status == TaskStatus::InputRequired {
+            m.serialize_entry("inputRequests", &t.input_requests)?;
+        }
+        m.serialize_entry("lastUpdatedAt", &iso8601(t.last_updated_at_ms))?;
+        m.serialize_entry("pollIntervalMs", &t.poll_interval_ms)?;
+        if t.status == TaskStatus::Completed {
+            m.serialize_entry("result", &WithResultType(t.result.as_ref()))?;
+        }
+        m.serialize_entry("resultType", "complete")?;
+        m.serialize_entry("status", t.status.as_str())?;
+        if let Some(msg) = &t.status_message {
+            m.serialize_entry("statusMessage", msg)?;
+        }
+        m.serialize_entry("taskId", &t.task_id)?;
+        m.serialize_entry("ttlMs", &t.ttl_ms)?;
+        m.end()
+    }
+}
+
+/// An [`ErrorObject`] with its keys in sorted order (`code`, `data`, `message`).
+struct SortedError<'a>(&'a ErrorObject);
+
+impl Serialize for SortedError<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("code", &self.0.code)?;
+        if let Some(d) = &self.0.data {
+            m.serialize_entry("data", d)?;
+        }
+        m.serialize_entry("message", &self.0.message)?;
+        m.end()
+    }
+}
+
+/// The inlined `CallToolResult` of a completed task, with `resultType: "complete"` added in
+/// its sorted place unless the result has one (as [`TaskRecord::to_detailed`] does).
+struct WithResultType<'a>(Option<&'a Value>);
+
+impl Serialize for WithResultType<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let empty = Map::new();
+        let fields = match self.0 {
+            Some(Value::Object(o)) => o,
+            // Not an object (never written so): as it is, like `to_detailed`.
+            Some(other) => return other.serialize(s),
+            None => &empty,
+        };
+        let mut m = s.serialize_map(None)?;
+        let mut placed = fields.contains_key("resultType");
+        if self.0.is_none() {
+            m.serialize_entry("content", &[] as &[Value])?;
+        }
+        for (k, v) in fields {
+            if !placed && k.as_str() > "resultType" {
+                m.serialize_entry("resultType", "complete")?;
+                placed = true;
+            }
+            m.serialize_entry(k, v)?;
+        }
+        if !placed {
+            m.serialize_entry("resultType", "complete")?;
+        }
+        m.end()
+    }
+}
+
 /// Why a job's input requests were refused.
 #[derive(Debug, thiserror::Error)]
 pub enum InputRequestError {
@@ -455,6 +571,76 @@ mod tests {
 
     fn record() -> TaskRecord {
         TaskRecord::new("t", new_task_id(), "tool", Some(60_000), 1000, json!({}))
+    }
+
+    /// The direct writer gives byte for byte what the tree did, in every state.
+    #[test]
+    fn the_get_answer_writes_the_same_bytes_as_the_json_tree() {
+        let meta =
+            json!({"io.modelcontextprotocol/serverInfo": {"name": "mcp-tasks", "version": "0"}});
+        let mut cases = Vec::new();
+        let mut t = record();
+        cases.push(t.clone());
+        t.status_message = Some("Waited 1 of 3 s \"quoted\" ✓".into());
+        cases.push(t.clone());
+        let mut asking = record();
+        asking
+            .require_input(BTreeMap::from([(
+                "k1".to_owned(),
+                json!({"method": "elicitation/create"}),
+            )]))
+            .unwrap();
+        cases.push(asking);
+        for result in [
+            Some(json!({"content": [{"type": "text", "text": "hi"}], "isError": false})),
+            Some(json!({"content": [], "resultType": "other", "structuredContent": {"z": 1}})),
+            Some(json!({"zzz": 1, "aaa": 2})),
+            Some(json!("not an object")),
+            None,
+        ] {
+            let mut done = record();
+            done.complete(json!({})).unwrap();
+            done.result = result;
+            cases.push(done);
+        }
+        for error in [
+            Some(ErrorObject {
+                code: -32603,
+                message: "boom".into(),
+                data: Some(json!({"why": [1, 2]})),
+            }),
+            Some(ErrorObject {
+                code: -1,
+                message: String::new(),
+                data: None,
+            }),
+            None,
+        ] {
+            let mut failed = record();
+            failed.fail(ErrorObject::internal("x")).unwrap();
+            failed.error = error;
+            cases.push(failed);
+        }
+        let mut cancelled = record();
+        cancelled.cancel().unwrap();
+        cancelled.ttl_ms = None;
+        cases.push(cancelled);
+        for id in [json!(7), json!("req-\u{1}")] {
+            for t in &cases {
+                let mut tree = t.to_detailed();
+                tree.insert("_meta".into(), meta.clone());
+                let want =
+                    serde_json::to_string(&json!({"jsonrpc": "2.0", "id": id, "result": tree}))
+                        .unwrap();
+                let got = serde_json::to_string(&GetAnswer {
+                    id: &id,
+                    task: t,
+                    meta: &meta,
+                })
+                .unwrap();
+                assert_eq!(got, want);
+            }
+        }
     }
 
     #[test]

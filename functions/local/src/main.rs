@@ -3,6 +3,10 @@
 
 mod call;
 
+/// mimalloc instead of the system allocator: see `Cargo.toml` and `bench/hotpath.sh`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
