@@ -53,7 +53,6 @@ use std::time::Duration;
 
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 
@@ -102,7 +101,7 @@ pub async fn serve(
     settings: EdgeSettings,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let app = crate::http::router_for_edge(
+    let app = crate::http::edge_handler(
         service,
         Some(settings.body_read_timeout),
         Some(settings.max_requests_per_tenant),
@@ -141,10 +140,7 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let conn = builder.serve_connection(
-            TokioIo::new(stream),
-            Boxed(TowerToHyperService::new(app.clone())),
-        );
+        let conn = builder.serve_connection(TokioIo::new(stream), Handler(app.clone()));
         let stop = stop_rx.clone();
         tokio::spawn(async move {
             let _slot = permit;
@@ -157,21 +153,20 @@ pub async fn serve(
     let _ = slots.acquire_many(max as u32).await;
 }
 
-/// A hyper service whose futures are boxed (so `Unpin`, which
-/// [`http1::Connection::poll_without_shutdown`] needs to hand the socket back).
-struct Boxed<S>(S);
+/// The edge's handler as a hyper service (no router: every path goes to the service, which
+/// decides, as [`crate::http::router_for_edge`] does on Lambda). Its futures are boxed, so
+/// `Unpin`, which [`http1::Connection::poll_without_shutdown`] needs to hand the socket back.
+#[derive(Clone)]
+struct Handler(crate::http::EdgeHandler);
 
-impl<S, R> hyper::service::Service<R> for Boxed<S>
-where
-    S: hyper::service::Service<R>,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Handler {
+    type Response = axum::response::Response;
+    type Error = std::convert::Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
 
-    fn call(&self, req: R) -> Self::Future {
-        Box::pin(self.0.call(req))
+    fn call(&self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
+        let edge = self.0.clone();
+        Box::pin(async move { Ok(edge.call(req.map(axum::body::Body::new)).await) })
     }
 }
 

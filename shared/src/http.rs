@@ -42,18 +42,40 @@ pub fn router_for_edge(
     timeout: Option<Duration>,
     per_tenant: Option<usize>,
 ) -> Router {
-    let in_flight = per_tenant.map(|max| Arc::new(InFlight::new(max)));
-    Router::new().fallback(serve).with_state(Edge {
+    Router::new()
+        .fallback(serve)
+        .with_state(edge_handler(service, timeout, per_tenant))
+}
+
+/// What [`router_for_edge`] routes every request to, without the router: the local listener
+/// calls it straight from hyper ([`EdgeHandler::call`]), which saves the router's per-request
+/// work on the hot path; Lambda goes through [`router`].
+pub fn edge_handler(
+    service: Arc<McpService>,
+    timeout: Option<Duration>,
+    per_tenant: Option<usize>,
+) -> EdgeHandler {
+    EdgeHandler(Arc::new(Edge {
         service,
         timeout,
-        in_flight,
-    })
+        in_flight: per_tenant.map(|max| Arc::new(InFlight::new(max))),
+    }))
+}
+
+/// The edge's request handling (see [`edge_handler`]).
+#[derive(Clone)]
+pub struct EdgeHandler(Arc<Edge>);
+
+impl EdgeHandler {
+    /// Serves one request.
+    pub async fn call(&self, req: Request) -> Response {
+        serve_request(&self.0, req).await
+    }
 }
 
 /// Largest body read (and dropped) before a refusal is answered; see [`serve`].
 const DRAIN_LIMIT: usize = 64 * 1024;
 
-#[derive(Clone)]
 struct Edge {
     service: Arc<McpService>,
     timeout: Option<Duration>,
@@ -106,12 +128,17 @@ impl Drop for Place {
     }
 }
 
-async fn serve(State(edge): State<Edge>, req: Request) -> Response {
+async fn serve(State(edge): State<EdgeHandler>, req: Request) -> Response {
+    edge.call(req).await
+}
+
+async fn serve_request(edge: &Edge, req: Request) -> Response {
     let Edge {
         service,
         timeout,
         in_flight,
     } = edge;
+    let timeout = *timeout;
     let (parts, body) = req.into_parts();
     // Headers first. A refusal reads a small declared body (and drops it) so that an ordinary
     // client's connection stays usable; any other body is not read at all: hyper closes the

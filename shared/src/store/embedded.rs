@@ -8,6 +8,9 @@
 //! rewrites the record only), `active` (keys of non-terminal tasks, for recovery at start-up
 //! and the sweep) and `expiry` (expiry time, key), so neither recovery nor purging scans every
 //! task.
+//!
+//! Reads of single records (`get`, what every `tasks/get` and every worker check does) are
+//! served from a write-through cache of decoded records when they can be: see [`ReadCache`].
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -49,6 +52,108 @@ struct Inner {
     db: Arc<Database>,
     writes: Option<mpsc::UnboundedSender<Pending>>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    cache: Arc<ReadCache>,
+}
+
+/// Most bytes of (encoded) records the read cache holds; past it, entries are dropped.
+const CACHE_BYTES: usize = 32 * 1024 * 1024;
+
+/// Decoded records, kept so a `get` need not open a read transaction and parse JSON.
+///
+/// It is never stale, because this process is the only writer (redb locks the file) and every
+/// write goes through the writer thread, which keeps the cache in step:
+/// - before committing a batch, the writer removes the batch's keys and marks them pending;
+/// - after the commit it puts the written records in (removes deleted ones), un-marks them and
+///   bumps `seq`, and only then answers the writers' callers.
+///
+/// A `get` that finds its key answers from the cache. One that does not reads the database,
+/// then puts what it read in — only if `seq` has not moved since it looked and the key is not
+/// pending. So a record read before a commit can never be put in after that commit began: a
+/// commit in progress is pending, and a finished one has moved `seq`. (Any other order puts
+/// the record in before the writer's pre-commit removal, which then removes it.) Readers during
+/// a commit go to the database, which answers in order. Entries are dropped when the cache
+/// holds more than [`CACHE_BYTES`]; a dropped entry is simply read again.
+struct ReadCache {
+    state: Mutex<CacheState>,
+}
+
+#[derive(Default)]
+struct CacheState {
+    records: std::collections::HashMap<String, (TaskRecord, usize)>,
+    bytes: usize,
+    /// Most bytes held ([`CACHE_BYTES`]; tests make it tiny).
+    cap: usize,
+    pending: std::collections::HashSet<String>,
+    seq: u64,
+}
+
+impl CacheState {
+    fn put(&mut self, k: String, record: TaskRecord, size: usize) {
+        if size > self.cap / 16 {
+            self.remove(&k);
+            return;
+        }
+        while self.bytes + size > self.cap {
+            let Some(victim) = self.records.keys().next().cloned() else {
+                break;
+            };
+            self.remove(&victim);
+        }
+        self.bytes += size;
+        if let Some((_, old)) = self.records.insert(k, (record, size)) {
+            self.bytes -= old;
+        }
+    }
+
+    fn remove(&mut self, k: &str) {
+        if let Some((_, size)) = self.records.remove(k) {
+            self.bytes -= size;
+        }
+    }
+}
+
+impl ReadCache {
+    fn new(cap: usize) -> Self {
+        Self {
+            state: Mutex::new(CacheState {
+                cap,
+                ..CacheState::default()
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacheState> {
+        // Every change under the lock is a single map operation or a bookkeeping sum.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The writer, before a commit: the batch's keys leave the cache and are pending.
+    fn begin(&self, batch: &[Pending]) {
+        let mut st = self.lock();
+        for p in batch {
+            let k = p.op.key();
+            st.remove(&k);
+            st.pending.insert(k);
+        }
+    }
+
+    /// The writer, after the commit (or its failure: `outcomes` is `None`, nothing changed).
+    fn end(&self, batch: &[Pending], outcomes: Option<&[Result<u64, StoreError>]>) {
+        let mut st = self.lock();
+        for (i, p) in batch.iter().enumerate() {
+            let k = p.op.key();
+            st.pending.remove(&k);
+            if outcomes.is_some_and(|o| o[i].is_ok()) {
+                match &p.op {
+                    Op::Create(t, bytes, _) | Op::Update(t, bytes) => {
+                        st.put(k, t.clone(), bytes.len());
+                    }
+                    Op::Delete(_) => st.remove(&k),
+                }
+            }
+        }
+        st.seq += 1;
+    }
 }
 
 impl Drop for Inner {
@@ -57,6 +162,16 @@ impl Drop for Inner {
         self.writes.take();
         if let Some(h) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = h.join();
+        }
+    }
+}
+
+impl Op {
+    /// The composite key the operation writes.
+    fn key(&self) -> String {
+        match self {
+            Op::Create(t, _, _) | Op::Update(t, _) => key(&t.tenant, &t.task_id),
+            Op::Delete(k) => k.clone(),
         }
     }
 }
@@ -81,6 +196,11 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
 impl EmbeddedStore {
     /// Opens (or creates) `path`.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
+        Self::open_with_cache(path, CACHE_BYTES)
+    }
+
+    /// [`EmbeddedStore::open`] with a read cache of at most `cache_bytes` (tests).
+    fn open_with_cache(path: &Path, cache_bytes: usize) -> Result<Self, StoreError> {
         let db = Database::create(path).map_err(backend)?;
         let txn = db.begin_write().map_err(backend)?;
         {
@@ -93,15 +213,18 @@ impl EmbeddedStore {
         let db = Arc::new(db);
         let (tx, rx) = mpsc::unbounded_channel();
         let writer_db = db.clone();
+        let cache = Arc::new(ReadCache::new(cache_bytes));
+        let writer_cache = cache.clone();
         let writer = std::thread::Builder::new()
             .name("redb-writer".into())
-            .spawn(move || run_writer(&writer_db, rx))
+            .spawn(move || run_writer(&writer_db, &writer_cache, rx))
             .map_err(backend)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 db,
                 writes: Some(tx),
                 writer: Mutex::new(Some(writer)),
+                cache,
             }),
         })
     }
@@ -117,19 +240,33 @@ impl EmbeddedStore {
         rx.await.map_err(|_| backend("store writer stopped"))?
     }
 
+    /// One record: from the cache, or read and (when that is safe) cached; see [`ReadCache`].
     fn read_one(&self, k: &str) -> Result<Option<TaskRecord>, StoreError> {
+        let seen = {
+            let st = self.inner.cache.lock();
+            if let Some((t, _)) = st.records.get(k) {
+                return Ok(Some(t.clone()));
+            }
+            st.seq
+        };
         let txn = self.inner.db.begin_read().map_err(backend)?;
         let table = txn.open_table(TASKS).map_err(backend)?;
-        match table.get(k).map_err(backend)? {
-            Some(v) => Ok(Some(decode(v.value())?)),
-            None => Ok(None),
+        let Some(v) = table.get(k).map_err(backend)? else {
+            return Ok(None);
+        };
+        let bytes = v.value();
+        let record = decode(bytes)?;
+        let mut st = self.inner.cache.lock();
+        if st.seq == seen && !st.pending.contains(k) && !st.records.contains_key(k) {
+            st.put(k.to_owned(), record.clone(), bytes.len());
         }
+        Ok(Some(record))
     }
 }
 
 /// The writer thread: takes what is queued, applies it in one transaction, commits once,
 /// then answers every caller.
-fn run_writer(db: &Database, mut rx: mpsc::UnboundedReceiver<Pending>) {
+fn run_writer(db: &Database, cache: &ReadCache, mut rx: mpsc::UnboundedReceiver<Pending>) {
     while let Some(first) = rx.blocking_recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -138,7 +275,10 @@ fn run_writer(db: &Database, mut rx: mpsc::UnboundedReceiver<Pending>) {
                 Err(_) => break,
             }
         }
-        match commit_batch(db, &batch) {
+        cache.begin(&batch);
+        let committed = commit_batch(db, &batch);
+        cache.end(&batch, committed.as_ref().ok().map(Vec::as_slice));
+        match committed {
             Ok(outcomes) => {
                 for (p, out) in batch.into_iter().zip(outcomes) {
                     let _ = p.reply.send(out);
@@ -422,6 +562,83 @@ mod tests {
             async move { EmbeddedStore::open(&path).unwrap() }
         })
         .await;
+    }
+
+    /// With a cache too small to hold anything (every record skipped) and one that holds a
+    /// few records (constant eviction), the contract holds as with the full cache.
+    #[tokio::test]
+    async fn the_contract_holds_whatever_the_cache_size() {
+        for cap in [0, 4 * 1024 * 16] {
+            let dir = tempfile::tempdir().unwrap();
+            let n = std::sync::atomic::AtomicUsize::new(0);
+            let dir_path = dir.path().to_owned();
+            super::super::contract::run_all(|| {
+                let i = n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let path = dir_path.join(format!("t{i}.redb"));
+                async move { EmbeddedStore::open_with_cache(&path, cap).unwrap() }
+            })
+            .await;
+        }
+    }
+
+    /// Readers racing writers on the same task never see a version go back, and once the
+    /// writes are done every reader sees the last one — with the cache at full size, tiny
+    /// (constant eviction, so reads keep going to the database and re-filling it) and off.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn reads_racing_writes_never_go_back() {
+        for cap in [CACHE_BYTES, 2 * 1024 * 16, 0] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = EmbeddedStore::open_with_cache(&dir.path().join("t.redb"), cap).unwrap();
+            let tasks: Vec<TaskRecord> = (0..4)
+                .map(|_| TaskRecord::new("t", new_task_id(), "x", None, 1000, json!({})))
+                .collect();
+            for t in &tasks {
+                store.create(t, &json!({})).await.unwrap();
+            }
+            let writes = 200u64;
+            let mut set = tokio::task::JoinSet::new();
+            for t in tasks.clone() {
+                let store = store.clone();
+                set.spawn(async move {
+                    let mut cur = t;
+                    for i in 0..writes {
+                        cur.checkpoint = json!(i);
+                        cur.version = store.update(&cur).await.unwrap();
+                    }
+                });
+            }
+            for r in 0..8 {
+                let (store, t) = (store.clone(), tasks[r % tasks.len()].clone());
+                set.spawn(async move {
+                    let mut last = 0;
+                    for _ in 0..2000 {
+                        let got = store.get("t", &t.task_id).await.unwrap().unwrap();
+                        assert!(
+                            got.version >= last,
+                            "went back from {last} to {}",
+                            got.version
+                        );
+                        assert_eq!(
+                            got.checkpoint,
+                            if got.version == 0 {
+                                Value::Null
+                            } else {
+                                json!(got.version - 1)
+                            }
+                        );
+                        last = got.version;
+                        tokio::task::yield_now().await;
+                    }
+                });
+            }
+            while let Some(r) = set.join_next().await {
+                r.unwrap();
+            }
+            for t in &tasks {
+                let got = store.get("t", &t.task_id).await.unwrap().unwrap();
+                assert_eq!(got.version, writes, "cap {cap}");
+            }
+        }
     }
 
     #[tokio::test]
