@@ -3,28 +3,17 @@
 
 use lambda_http::tower::ServiceExt as _;
 use lambda_http::{Error, Request, RequestExt as _, run, service_fn, tracing};
-use mcp_tasks_core::aws::lambda::{
-    Config, Ports, Role, flush_metrics, http_router, request_deadline,
-};
-use mcp_tasks_core::aws::within_deadline;
+use mcp_tasks_core::aws::lambda::{Config, Ports, Role, http_invocation, http_router};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     tracing::init_default_subscriber();
     let config = Config::from_env(Role::Tasks)?;
     let router = http_router(&config, &Ports::connect(&config).await);
-    // Each request runs within its invocation's deadline, so that no wait (the legacy
-    // `tasks/result`) outlives the function's timeout.
+    // Each request runs within its invocation's deadline; its metrics go out after it.
     run(service_fn(move |req: Request| {
-        let deadline = req
-            .lambda_context_ref()
-            .and_then(|c| request_deadline(c.deadline()));
-        let answer = within_deadline(deadline, router.clone().oneshot(req));
-        async move {
-            let answer = answer.await;
-            flush_metrics("tasks");
-            answer
-        }
+        let deadline = req.lambda_context_ref().map(|c| c.deadline());
+        http_invocation("tasks", deadline, router.clone().oneshot(req))
     }))
     .await
 }

@@ -449,6 +449,20 @@ pub fn request_deadline(deadline: SystemTime) -> Option<Instant> {
     (at > Instant::now()).then_some(at)
 }
 
+/// One HTTP invocation of the `function` function (`mcp`, `tasks`): `answer` runs within the
+/// invocation's deadline (from the Lambda context's `deadline`, see [`request_deadline`]), so
+/// that no wait outlives the function's timeout, and what it counted is written as EMF lines
+/// once it is done ([`flush_metrics`]).
+pub async fn http_invocation<F: std::future::Future>(
+    function: &str,
+    deadline: Option<SystemTime>,
+    answer: F,
+) -> F::Output {
+    let out = super::within_deadline(deadline.and_then(request_deadline), answer).await;
+    flush_metrics(function);
+    out
+}
+
 /// What to do with one SQS record once the worker is done with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
