@@ -274,3 +274,30 @@ async fn the_task_ttl_is_the_servers_setting() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--task-ttl-seconds"));
 }
+
+/// `pollIntervalMs` follows what the job knows: a `wait` with ten minutes to go asks to be
+/// polled every 30 s (the cap), one with a few seconds left every second (the floor).
+#[tokio::test]
+async fn the_poll_interval_follows_the_time_the_job_still_needs() {
+    let dir = data_dir();
+    let s = Server::start(dir.path(), &[]);
+    let c = s.client().with_tasks();
+    let long = c.tool("wait", json!({"seconds": 600})).await;
+    assert_eq!(long["pollIntervalMs"], 1000, "before the job said anything");
+    let long = long["taskId"].as_str().unwrap().to_owned();
+    let short = c.tool("wait", json!({"seconds": 4})).await;
+    let short = short["taskId"].as_str().unwrap().to_owned();
+    let t = c
+        .wait_task(&long, WITHIN, |t| t["pollIntervalMs"] == 30_000)
+        .await;
+    assert_eq!(t["status"], "working", "{t}");
+    let t = c
+        .wait_task(&short, WITHIN, |t| {
+            t["statusMessage"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Waited"))
+        })
+        .await;
+    assert_eq!(t["pollIntervalMs"], 1000, "{t}");
+    c.call("tasks/cancel", json!({"taskId": long})).await;
+}

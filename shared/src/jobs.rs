@@ -124,6 +124,15 @@ pub async fn cpu<T: Send + 'static>(
     .map_err(|_| JobError::Protocol(ErrorObject::internal("The CPU-bound work stopped")))
 }
 
+/// The poll interval to suggest to clients (`pollIntervalMs`) for a job expected to need
+/// `remaining` more: a tenth of it, so a client learns of the end within about 10% of the job's
+/// remaining time, between `floor` (the deployment's default, 1 s) and 30 s, so a task is never
+/// out of sight for long (a cancel, a question) and a client's own timeouts are not strained.
+/// An hour-long `wait` is then polled ~150 times instead of 3,600.
+pub fn poll_interval_for(remaining: Duration, floor: Duration) -> Duration {
+    (remaining / 10).clamp(floor, Duration::from_secs(30).max(floor))
+}
+
 /// What a step can see and do.
 pub struct JobContext {
     arguments: Value,
@@ -134,6 +143,8 @@ pub struct JobContext {
     steps_this_run: u64,
     tenant: String,
     cpu_used_ms: Arc<AtomicU64>,
+    /// The job's latest estimate of the time it still needs, in ms (`u64::MAX`: none given).
+    remaining_ms: Arc<AtomicU64>,
 }
 
 impl JobContext {
@@ -154,6 +165,7 @@ impl JobContext {
             steps_this_run: 0,
             tenant: String::new(),
             cpu_used_ms: Arc::default(),
+            remaining_ms: Arc::new(AtomicU64::new(u64::MAX)),
         }
     }
 
@@ -173,6 +185,24 @@ impl JobContext {
         self.cpu_used_ms
             .fetch_add(took.as_millis() as u64, Ordering::Relaxed);
         Ok(out)
+    }
+
+    /// Tells how long the job expects still to need (call it from a step whenever the estimate
+    /// changes; a `wait` knows exactly, a batch job from its progress rate). It sets how often
+    /// clients are asked to poll the task ([`poll_interval_for`]): a job with an hour to go
+    /// need not be polled every second.
+    pub fn expect_remaining(&self, remaining: Duration) {
+        let ms = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX - 1);
+        self.remaining_ms
+            .store(ms.min(u64::MAX - 1), Ordering::Relaxed);
+    }
+
+    /// The job's latest [`expect_remaining`](Self::expect_remaining), if it gave one.
+    pub fn remaining(&self) -> Option<Duration> {
+        match self.remaining_ms.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
     }
 
     /// CPU time used through [`cpu`](Self::cpu) since this context was made, in milliseconds.
@@ -277,5 +307,40 @@ pub fn accepted(answer: &Value) -> Result<Option<&Map<String, Value>>, JobError>
             "unknown input action {:?}",
             crate::protocol::truncate(action, 32)
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_poll_interval_follows_the_time_left_within_bounds() {
+        let s = Duration::from_secs;
+        let floor = s(1);
+        assert_eq!(poll_interval_for(s(3600), floor), s(30));
+        assert_eq!(poll_interval_for(s(120), floor), s(12));
+        assert_eq!(poll_interval_for(s(5), floor), floor);
+        assert_eq!(poll_interval_for(Duration::ZERO, floor), floor);
+        assert_eq!(poll_interval_for(s(5), s(2)), s(2));
+        assert_eq!(
+            poll_interval_for(s(3600), s(60)),
+            s(60),
+            "a floor above the cap wins"
+        );
+    }
+
+    /// A client that honours `pollIntervalMs` polls an hour-long `wait` ~150 times, not 3,600
+    /// (each interval it is given follows the job's latest estimate of the time left).
+    #[test]
+    fn an_hour_long_wait_is_polled_about_150_times() {
+        let (total, floor) = (Duration::from_secs(3600), Duration::from_secs(1));
+        let (mut t, mut polls) = (Duration::ZERO, 0u32);
+        while t < total {
+            polls += 1;
+            t += poll_interval_for(total - t, floor);
+        }
+        println!("polls of an hour-long wait: {polls} (3600 at a fixed 1 s)");
+        assert!((100..=200).contains(&polls), "{polls}");
     }
 }

@@ -263,6 +263,7 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
     #[allow(unused_mut)]
     let mut worker_settings = opts.worker.clone();
     worker_settings.quotas = opts.tasks.quotas.clone();
+    worker_settings.poll_interval_floor = Duration::from_millis(opts.tasks.poll_interval_ms);
     #[cfg(feature = "fault-injection")]
     if let Some(n) = opts.faults.max_interruptions {
         worker_settings.max_interruptions = n;

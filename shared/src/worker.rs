@@ -55,6 +55,10 @@ pub struct WorkerSettings {
     /// while a deployment rolls out) before it fails. Zero: it fails at once (the local
     /// server, whose tools never change while it runs).
     pub unknown_tool_grace: Duration,
+    /// The shortest poll interval suggested to clients (the deployment's `pollIntervalMs`);
+    /// a job that says how long it still needs gets a longer one
+    /// ([`crate::jobs::poll_interval_for`]).
+    pub poll_interval_floor: Duration,
     /// The per-task limits a running job is held to (wall time under a lease, CPU time on the
     /// CPU pool); the hosts copy them from their [`crate::quota::Quotas`].
     pub quotas: crate::quota::Quotas,
@@ -70,6 +74,7 @@ impl Default for WorkerSettings {
             max_interruptions: 5,
             max_deaths: 10,
             unknown_tool_grace: Duration::ZERO,
+            poll_interval_floor: Duration::from_secs(1),
             quotas: crate::quota::Quotas::default(),
         }
     }
@@ -478,6 +483,11 @@ impl Worker {
                         task.interruptions = 0;
                         if let Some(m) = progress.latest_message() {
                             task.status_message = Some(m);
+                        }
+                        if let Some(left) = ctx.remaining() {
+                            let floor = self.settings.poll_interval_floor;
+                            task.poll_interval_ms =
+                                crate::jobs::poll_interval_for(left, floor).as_millis() as u64;
                         }
                         task.touch();
                         if let Some(i) = self.write_or_check(&mut task, owner).await? {

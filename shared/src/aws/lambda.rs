@@ -526,6 +526,8 @@ impl SqsWorker {
     /// As [`SqsWorker::new`], with explicit worker timing (tests).
     pub fn with_settings(config: &Config, ports: &Ports, mut settings: WorkerSettings) -> Self {
         settings.quotas = config.tasks.quotas.clone();
+        settings.poll_interval_floor =
+            std::time::Duration::from_millis(config.tasks.poll_interval_ms);
         let mut worker = Worker::new(
             ports.store.clone(),
             ports.queue.clone(),

@@ -49,6 +49,7 @@ impl TypedTool for Wait {
         let slice = (total - waited).min(1000);
         tokio::time::sleep(Duration::from_millis(slice)).await;
         let waited = waited + slice;
+        ctx.expect_remaining(Duration::from_millis(total - waited));
         ctx.progress(
             waited as f64,
             Some(total as f64),
