@@ -324,22 +324,32 @@ impl DynamoStore {
         }
     }
 
+    /// The item at `key`, read consistently (a task record, its arguments, a tenant's
+    /// running-jobs item: every single-item read of this store).
+    async fn item_at(
+        &self,
+        key: String,
+    ) -> Result<Option<HashMap<String, AttributeValue>>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(ATTR_PK, AttributeValue::S(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| backend("get", &self.table, e))?;
+        Ok(out.item)
+    }
+
     /// The stored JSON text of a task's arguments.
     async fn arguments_bytes(
         &self,
         tenant: &str,
         task_id: &str,
     ) -> Result<Option<Vec<u8>>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key(ATTR_PK, AttributeValue::S(arguments_key(tenant, task_id)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| backend("get", &self.table, e))?;
-        match out.item.as_ref().and_then(|i| i.get(ATTR_ARGUMENTS)) {
+        let item = self.item_at(arguments_key(tenant, task_id)).await?;
+        match item.as_ref().and_then(|i| i.get(ATTR_ARGUMENTS)) {
             Some(AttributeValue::B(b)) => Ok(Some(b.clone().into_inner())),
             Some(_) => Err(codec(
                 "deserialize",
@@ -569,16 +579,8 @@ impl TaskStore for DynamoStore {
             return Ok(None);
         }
         let key = pk(tenant, task_id);
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key(ATTR_PK, AttributeValue::S(key.clone()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| backend("get", &self.table, e))?;
-        Ok(out.item.and_then(|item| self.record_at(&key, item)))
+        let item = self.item_at(key.clone()).await?;
+        Ok(item.and_then(|item| self.record_at(&key, item)))
     }
 
     async fn arguments(&self, tenant: &str, task_id: &str) -> Result<Option<Value>, StoreError> {
@@ -765,16 +767,7 @@ impl crate::quota::RunSlots for DynamoStore {
     ) -> Result<bool, StoreError> {
         let key = runs_key(tenant);
         for _ in 0..16 {
-            let got = self
-                .client
-                .get_item()
-                .table_name(&self.table)
-                .key(ATTR_PK, AttributeValue::S(key.clone()))
-                .consistent_read(true)
-                .send()
-                .await
-                .map_err(|e| backend("get_item", &self.table, e))?;
-            let item = got.item.unwrap_or_default();
+            let item = self.item_at(key.clone()).await?.unwrap_or_default();
             let version = item
                 .get("v")
                 .and_then(|v| v.as_n().ok())
