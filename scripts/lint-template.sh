@@ -6,7 +6,9 @@
 #   2. scripts/lib/template_params.py — what CloudFormation checks at deploy time and cfn-lint
 #      does not: every parameter bounded (and its Default within bounds), and, for template.yaml,
 #      careless deploys (defaults, AuthMode=none without AllowUnauthenticated=yes, out-of-range
-#      values) tried against the parameter constraints and the Rules assertions;
+#      values) tried against the parameter constraints and the Rules assertions; and the Api
+#      events' ResponseTransferMode (SAM ignores a misspelt one and buffers; the streaming mcp
+#      function needs RESPONSE_STREAM on every event);
 #   3. `sam validate --lint` (aws-sam-cli) — SAM's own validation. Large install; skip it with
 #      SKIP_SAM=1.
 #

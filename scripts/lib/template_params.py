@@ -21,7 +21,11 @@ It is a model, not CloudFormation: AllowedPattern is Java's regex dialect, read 
       # each printed with what CloudFormation would answer when --verbose
 
 The policy: every Number parameter has MinValue and MaxValue (or AllowedValues), every String
-parameter AllowedValues or AllowedPattern, and every Default passes its own constraints.
+parameter AllowedValues or AllowedPattern, and every Default passes its own constraints. And,
+since SAM passes over an unknown `ResponseTransferMode` of an `Api` event silently (leaving the
+integration buffered) and cfn-lint accepts any value: every such value is RESPONSE_STREAM or
+BUFFERED, and every `Api` event of a function with RESPONSE_STREAMING "true" is RESPONSE_STREAM
+(that function writes every answer in the streaming format).
 Run with the cfn-lint venv's Python (it loads the template with cfn-lint's YAML reader).
 """
 
@@ -56,6 +60,7 @@ SCENARIOS = [
     ("WorkerMaxConcurrency=5000", {**JWT, "WorkerMaxConcurrency": "5000"}, "WorkerMaxConcurrency"),
     ("ApiThrottleRateLimit=0", {**JWT, "ApiThrottleRateLimit": "0"}, "ApiThrottleRateLimit"),
     ("McpReservedConcurrency=-1", {**JWT, "McpReservedConcurrency": "-1"}, "McpReservedConcurrency"),
+    ("StreamSeconds=900, the whole Lambda timeout", {**JWT, "StreamSeconds": "900"}, "StreamSeconds"),
     ("reservations for both HTTP functions", {**JWT, "McpReservedConcurrency": "200",
                                               "TasksReservedConcurrency": "50"}, None),
     ("SweepSchedule=every 5 minutes", {**JWT, "SweepSchedule": "every 5 minutes"}, "SweepSchedule"),
@@ -161,12 +166,33 @@ def policy(template: dict) -> list[str]:
     return out
 
 
+def streaming(template: dict) -> list[str]:
+    out = []
+    for name, r in template.get("Resources", {}).items():
+        if r.get("Type") != "AWS::Serverless::Function":
+            continue
+        props = r.get("Properties", {})
+        env = (props.get("Environment") or {}).get("Variables") or {}
+        streams = str(env.get("RESPONSE_STREAMING", "")).lower() == "true"
+        for ev, e in (props.get("Events") or {}).items():
+            if e.get("Type") != "Api":
+                continue
+            mode = (e.get("Properties") or {}).get("ResponseTransferMode")
+            if mode is not None and mode not in ("RESPONSE_STREAM", "BUFFERED"):
+                out.append(f"{name}.{ev}: ResponseTransferMode {mode!r} is not RESPONSE_STREAM or "
+                           "BUFFERED (SAM would ignore it and buffer)")
+            elif streams and mode != "RESPONSE_STREAM":
+                out.append(f"{name}.{ev}: the function streams (RESPONSE_STREAMING) but the event "
+                           "lacks ResponseTransferMode: RESPONSE_STREAM")
+    return out
+
+
 def main(argv: list[str]) -> int:
     verbose = "--verbose" in argv
     argv = [a for a in argv if a != "--verbose"]
     if argv[:1] == ["--check"] and len(argv) in (2, 3):
         template = load(argv[1])
-        failures = policy(template)
+        failures = policy(template) + streaming(template)
         if argv[2:] == ["--scenarios"]:
             for what, given, expect in SCENARIOS:
                 errors = deploy(template, given)

@@ -57,6 +57,29 @@ pub fn random_bytes(buf: &mut [u8]) {
     getrandom::fill(buf).expect("the OS random source is unavailable");
 }
 
+tokio::task_local! {
+    static DEADLINE: tokio::time::Instant;
+}
+
+/// Runs `f` (one request) with `deadline` as its [`invocation_deadline`]; `None` runs it
+/// without one. The Lambda HTTP functions run each request within their invocation's
+/// deadline; the local server sets none.
+pub async fn within_deadline<F: std::future::Future>(
+    deadline: Option<tokio::time::Instant>,
+    f: F,
+) -> F::Output {
+    match deadline {
+        Some(d) => DEADLINE.scope(d, f).await,
+        None => f.await,
+    }
+}
+
+/// The deadline of the invocation this code runs in, when its host set one with
+/// [`within_deadline`] (only within that request's own task, not in tasks it spawns).
+pub fn invocation_deadline() -> Option<tokio::time::Instant> {
+    DEADLINE.try_with(|d| *d).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +130,19 @@ mod tests {
         ] {
             assert_eq!(iso8601(ms), want, "{ms}");
         }
+    }
+
+    #[tokio::test]
+    async fn the_invocation_deadline_is_seen_only_inside_its_scope() {
+        use tokio::time::Instant;
+        assert_eq!(invocation_deadline(), None);
+        let d = Instant::now() + std::time::Duration::from_secs(7);
+        let seen = within_deadline(Some(d), async { invocation_deadline() }).await;
+        assert_eq!(seen, Some(d));
+        assert_eq!(
+            within_deadline(None, async { invocation_deadline() }).await,
+            None
+        );
+        assert_eq!(invocation_deadline(), None);
     }
 }

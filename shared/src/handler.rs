@@ -27,12 +27,20 @@ use crate::protocol::{
 use crate::tools::{Policy, Preflight, Registry, Tool};
 
 mod legacy;
+mod listen;
+
+pub use listen::{LISTEN_POLL, MAX_SUBSCRIBED_TASKS, StreamSlots};
 
 /// How long a `requestState` stays valid (a human may take a while to answer).
 pub const MAX_STATE_AGE_MS: u64 = 24 * 3600 * 1000;
 
 /// Most input responses accepted in one request.
 pub const MAX_INPUT_RESPONSES: usize = 64;
+
+/// How long a streamed answer (a synchronous tool call, a `subscriptions/listen`) may last by
+/// default: 14 minutes, a minute under API Gateway's 15-minute stream and Lambda's 15-minute
+/// timeout, so that the answer (or `-32021`) still goes out.
+pub const DEFAULT_STREAM_BUDGET: Duration = Duration::from_secs(840);
 
 /// Endpoint settings.
 #[derive(Debug, Clone)]
@@ -43,8 +51,15 @@ pub struct ServiceConfig {
     pub server_version: String,
     /// Path of the MCP endpoint.
     pub endpoint_path: String,
-    /// How long an inline (synchronous) tool call may run.
+    /// How long an inline (synchronous) tool call may run when its answer is buffered (one
+    /// JSON body; on Lambda, API Gateway's 29-second integration limit).
     pub sync_budget: Duration,
+    /// When the host streams answers as they are written (the local server; the mcp function
+    /// behind a streaming REST integration): how long a streamed answer may last — a
+    /// synchronous call answered as SSE, a `subscriptions/listen`. `None`: answers are
+    /// buffered whole, so a call gets `sync_budget` and a subscription is acknowledged and
+    /// closed at once.
+    pub stream_budget: Option<Duration>,
     /// Largest request body.
     pub max_body_bytes: usize,
     /// Host names (without port) accepted in `Host` and `Origin`; empty accepts any (behind a
@@ -61,6 +76,11 @@ pub struct ServiceConfig {
     /// same host check and authentication as the endpoint); `None`: nowhere (Lambda, where
     /// the metrics go out as EMF log lines instead).
     pub metrics_path: Option<String>,
+    /// How `subscriptions/listen` streams learn of task changes.
+    pub change_feed: crate::store::watch::ChangeFeed,
+    /// Most streams (long synchronous calls and subscriptions together) one tenant may have
+    /// open at once.
+    pub max_streams_per_tenant: usize,
 }
 
 impl Default for ServiceConfig {
@@ -70,12 +90,15 @@ impl Default for ServiceConfig {
             server_version: env!("CARGO_PKG_VERSION").into(),
             endpoint_path: "/mcp".into(),
             sync_budget: Duration::from_secs(25),
+            stream_budget: Some(DEFAULT_STREAM_BUDGET),
             max_body_bytes: 4 * 1024 * 1024,
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
             tenant: "local".into(),
             list_ttl_ms: 300_000,
             tasks_only: false,
             metrics_path: None,
+            change_feed: crate::store::watch::ChangeFeed::Poll(LISTEN_POLL),
+            max_streams_per_tenant: 10,
         }
     }
 }
@@ -154,13 +177,33 @@ impl Admitted {
     }
 }
 
-/// The tool, caller and arguments of one inline run.
-struct InlineRun<'a> {
+/// The tool, caller and arguments of one inline run (`S`: borrowed while the request is in
+/// hand, owned once the run moves to its own task).
+struct InlineRun<S> {
     tool: Arc<dyn Tool>,
-    tenant: &'a str,
-    name: &'a str,
+    tenant: S,
+    name: S,
     arguments: Value,
 }
+
+/// How one synchronous call is answered ([`McpService::inline_plan`]).
+#[derive(Debug, Clone, Copy)]
+struct InlinePlan {
+    /// Answered as SSE once committed (else one JSON body).
+    stream: bool,
+    /// How long the tool may run.
+    budget: Duration,
+    /// Commit to SSE after this long even without a progress report (a long answer on a
+    /// streaming host), so that keep-alives can flow.
+    commit_after: Option<Duration>,
+}
+
+/// See [`InlinePlan::commit_after`]: well inside any client's or gateway's wait for the first
+/// byte, long enough that nearly every synchronous answer is still one JSON body.
+const COMMIT_AFTER: Duration = Duration::from_secs(10);
+
+/// What a synchronous call keeps of its invocation's time for the answer.
+const ANSWER_MARGIN: Duration = Duration::from_secs(2);
 
 /// How a `tools/call` ends, before it becomes a response.
 enum CallOutcome {
@@ -180,6 +223,7 @@ pub struct McpService {
     discover: Map<String, Value>,
     tools_list: Map<String, Value>,
     auth: Option<Authenticator>,
+    streams: StreamSlots,
 }
 
 /// Sets `resultType` (unless present) and adds the server's `_meta` keys to the result's
@@ -229,7 +273,6 @@ impl McpService {
         list.insert("cacheScope".into(), json!("public"));
         let tools_list = finish(list, "complete", &meta);
         Self {
-            config,
             engine,
             tools,
             sealer,
@@ -237,7 +280,19 @@ impl McpService {
             discover,
             tools_list,
             auth: None,
+            streams: StreamSlots::new(
+                Arc::new(crate::quota::MemoryRunSlots::default()),
+                config.max_streams_per_tenant,
+            ),
+            config,
         }
+    }
+
+    /// Counts each tenant's open streams in `slots` (shared by every instance on Lambda)
+    /// instead of this process's memory.
+    pub fn with_stream_slots(mut self, slots: Arc<dyn crate::quota::RunSlots>) -> Self {
+        self.streams = StreamSlots::new(slots, self.config.max_streams_per_tenant);
+        self
     }
 
     /// Requires a valid bearer token on every request; the tenant becomes the token's tenant
@@ -505,6 +560,7 @@ impl McpService {
                 | "tasks/get"
                 | "tasks/update"
                 | "tasks/cancel"
+                | "subscriptions/listen"
         ) || (self.config.tasks_only && !method.starts_with("tasks/"))
         {
             return Err(McpError::method_not_found(method));
@@ -543,6 +599,7 @@ impl McpService {
                 self.call_tool(req, headers, &tenant, &name, meta, sse_ok)
                     .await
             }
+            "subscriptions/listen" => self.listen(req, &meta, &tenant, sse_ok).await,
             _ => {
                 // tasks/get, tasks/update, tasks/cancel
                 // The method itself is gated by the capability, before its params are read.
@@ -680,8 +737,7 @@ impl McpService {
                 )));
             }
         };
-        // A synchronous call that asked for progress (and accepts SSE) gets a stream.
-        let stream = meta.progress_token.is_some() && sse_ok && !as_task;
+        let plan = self.inline_plan(sse_ok, meta.progress_token.is_some());
         let make_ctx = |sink: ProgressSink| {
             JobContext::new(
                 arguments.clone(),
@@ -716,26 +772,47 @@ impl McpService {
             };
             return Ok(self.respond(&req.id, outcome));
         }
-        match stream {
-            false => {
-                let ctx = make_ctx(ProgressSink::latest_only());
-                let outcome = self.run_inline(&tool, ctx, tenant, name, &arguments).await;
-                Ok(self.respond(&req.id, outcome))
-            }
-            true => {
-                let token = meta.progress_token.clone().unwrap_or(Value::Null);
-                let run = InlineRun {
-                    tool,
-                    tenant,
-                    name,
-                    arguments: arguments.clone(),
-                };
-                match self.stream_inline(req, run, make_ctx, token, |o| o).await {
-                    Ok(reply) => Ok(reply),
-                    Err(outcome) => Ok(self.respond(&req.id, outcome)),
-                }
-            }
+        let run = InlineRun {
+            tool,
+            tenant,
+            name,
+            arguments: arguments.clone(),
+        };
+        if !plan.stream {
+            let ctx = make_ctx(ProgressSink::latest_only());
+            let outcome = self.run_inline(&run, ctx, plan.budget).await;
+            return Ok(self.respond(&req.id, outcome));
         }
+        let token = meta.progress_token.clone();
+        match self
+            .stream_inline(req, run, make_ctx, token, plan, |o| o)
+            .await
+        {
+            Ok(reply) => Ok(reply),
+            Err(outcome) => Ok(self.respond(&req.id, outcome)),
+        }
+    }
+
+    /// How a synchronous call is answered (both lanes). On a host that streams answers, a
+    /// client that takes SSE may wait up to [`ServiceConfig::stream_budget`]: the answer turns
+    /// into an SSE stream at the first progress report or after [`COMMIT_AFTER`], whichever
+    /// comes first, and the transport keeps it alive ([`crate::http`]). Otherwise the call has
+    /// the buffered budget, streamed only to carry the progress a client asked for. Either
+    /// budget ends [`ANSWER_MARGIN`] before the invocation's own deadline, if it has one.
+    fn inline_plan(&self, sse_ok: bool, progress_token: bool) -> InlinePlan {
+        let long = self.stream_budget().filter(|_| sse_ok);
+        let budget = long.unwrap_or_else(|| within_invocation(self.config.sync_budget));
+        InlinePlan {
+            stream: long.is_some() || (progress_token && sse_ok),
+            budget,
+            commit_after: long.map(|_| COMMIT_AFTER),
+        }
+    }
+
+    /// How long a stream started now may last: the configured budget, ended in time to answer
+    /// within the invocation's own deadline; `None` on a host that buffers answers.
+    fn stream_budget(&self) -> Option<Duration> {
+        self.config.stream_budget.map(within_invocation)
     }
 
     /// Runs an inline call whose client asked for progress (both lanes). Nothing is committed
@@ -747,36 +824,46 @@ impl McpService {
     async fn stream_inline(
         self: &Arc<Self>,
         req: &Request,
-        run: InlineRun<'_>,
+        run: InlineRun<&str>,
         make_ctx: impl FnOnce(ProgressSink) -> JobContext,
-        token: Value,
+        token: Option<Value>,
+        plan: InlinePlan,
         finish: impl FnOnce(CallOutcome) -> CallOutcome + Send + 'static,
     ) -> Result<Reply, CallOutcome> {
-        let InlineRun {
-            tool,
-            tenant,
-            name,
-            arguments,
-        } = run;
         let (progress_tx, mut progress_rx) = mpsc::channel::<Value>(64);
         let (mut final_tx, mut final_rx) = oneshot::channel::<CallOutcome>();
-        let sink = ProgressSink::streaming(move |p| {
-            let mut params = json!({"progressToken": token, "progress": p.progress});
-            if let Some(t) = p.total {
-                params["total"] = json!(t);
+        let mut progress_open = token.is_some();
+        let sink = match token {
+            Some(token) => ProgressSink::streaming(move |p| {
+                let mut params = json!({"progressToken": token, "progress": p.progress});
+                if let Some(t) = p.total {
+                    params["total"] = json!(t);
+                }
+                if let Some(m) = &p.message {
+                    params["message"] = json!(m);
+                }
+                // A client that reads slowly loses progress reports, never the response.
+                let _ = progress_tx.try_send(
+                    json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}),
+                );
+            }),
+            // Nothing asked for progress: the stream carries keep-alives, then the answer.
+            None => {
+                drop(progress_tx);
+                ProgressSink::latest_only()
             }
-            if let Some(m) = &p.message {
-                params["message"] = json!(m);
-            }
-            // A client that reads slowly loses progress reports, never the response.
-            let _ = progress_tx.try_send(
-                json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}),
-            );
-        });
+        };
         let ctx = make_ctx(sink);
-        let (this, tenant, name) = (self.clone(), tenant.to_owned(), name.to_owned());
+        let run_tenant = run.tenant;
+        let run = InlineRun {
+            tool: run.tool,
+            tenant: run.tenant.to_owned(),
+            name: run.name.to_owned(),
+            arguments: run.arguments,
+        };
+        let this = self.clone();
         tokio::spawn(async move {
-            let run = this.run_inline(&tool, ctx, &tenant, &name, &arguments);
+            let run = this.run_inline(&run, ctx, plan.budget);
             // Closing the stream is how an HTTP client cancels: the receiving end is dropped
             // with it, and the work stops.
             let outcome = tokio::select! {
@@ -787,48 +874,55 @@ impl McpService {
                 let _ = final_tx.send(finish(o));
             }
         });
-        let first = tokio::select! {
-            biased;
-            f = &mut final_rx => Err(f),
-            p = progress_rx.recv() => Ok(p),
+        // Nothing reaches the client before the first progress report or the commit time:
+        // an answer ready before either is one JSON body, with its own HTTP status.
+        let commit = tokio::time::sleep(plan.commit_after.unwrap_or_default());
+        tokio::pin!(commit);
+        let first = loop {
+            tokio::select! {
+                biased;
+                f = &mut final_rx => break Err(f),
+                p = progress_rx.recv(), if progress_open => match p {
+                    Some(p) => break Ok(Some(p)),
+                    // The run ended (dropping its sink); its outcome follows.
+                    None => progress_open = false,
+                },
+                () = &mut commit, if plan.commit_after.is_some() => break Ok(None),
+            }
         };
         let first = match first {
-            Ok(Some(p)) => p,
-            // The run ended (dropping its progress sender) before its outcome arrived.
-            Ok(None) => match final_rx.await {
-                Ok(outcome) => return Err(outcome),
-                Err(_) => return Err(CallOutcome::Error(McpError::internal())),
-            },
+            Ok(first) => first,
             Err(Ok(outcome)) => return Err(outcome),
             Err(Err(_)) => return Err(CallOutcome::Error(McpError::internal())),
+        };
+        // A long answer holds a stream place of its tenant until it ends; without one the
+        // run stops here (dropping `final_rx` cancels it).
+        let slot = match plan.commit_after {
+            Some(_) => match self.streams.take(run_tenant, plan.budget).await {
+                Ok(slot) => Some(slot),
+                Err(e) => return Err(CallOutcome::Error(e)),
+            },
+            None => None,
         };
         let (out_tx, out_rx) = mpsc::channel::<Value>(64);
         let id = req.id.clone();
         tokio::spawn(async move {
-            if out_tx.send(first).await.is_err() {
-                return;
-            }
-            let mut progress_open = true;
-            let outcome = loop {
-                tokio::select! {
-                    biased;
-                    p = progress_rx.recv(), if progress_open => match p {
-                        Some(p) => if out_tx.send(p).await.is_err() { return },
-                        None => progress_open = false,
-                    },
-                    f = &mut final_rx => break f,
-                    _ = out_tx.closed() => return,
-                }
-            };
-            while let Ok(p) = progress_rx.try_recv() {
-                if out_tx.send(p).await.is_err() {
-                    return;
-                }
+            let outcome = forward(
+                first,
+                &mut progress_rx,
+                progress_open,
+                &mut final_rx,
+                &out_tx,
+            )
+            .await;
+            if let Some(slot) = slot {
+                slot.release().await;
             }
             let msg = match outcome {
-                Ok(CallOutcome::Result(m)) => success(&id, m),
-                Ok(CallOutcome::Error(e)) => failure(Some(&id), &e.error),
-                Err(_) => failure(Some(&id), &McpError::internal().error),
+                Some(Ok(CallOutcome::Result(m))) => success(&id, m),
+                Some(Ok(CallOutcome::Error(e))) => failure(Some(&id), &e.error),
+                Some(Err(_)) => failure(Some(&id), &McpError::internal().error),
+                None => return,
             };
             let _ = out_tx.send(msg).await;
         });
@@ -838,7 +932,38 @@ impl McpService {
             body: ReplyBody::Sse(out_rx),
         })
     }
+}
 
+/// Sends the progress of a committed streamed call (`first`, then each report) until its
+/// outcome arrives; `None` when the client went away.
+async fn forward(
+    first: Option<Value>,
+    progress_rx: &mut mpsc::Receiver<Value>,
+    mut progress_open: bool,
+    final_rx: &mut oneshot::Receiver<CallOutcome>,
+    out_tx: &mpsc::Sender<Value>,
+) -> Option<Result<CallOutcome, oneshot::error::RecvError>> {
+    if let Some(first) = first {
+        out_tx.send(first).await.ok()?;
+    }
+    let outcome = loop {
+        tokio::select! {
+            biased;
+            p = progress_rx.recv(), if progress_open => match p {
+                Some(p) => out_tx.send(p).await.ok()?,
+                None => progress_open = false,
+            },
+            f = &mut *final_rx => break f,
+            _ = out_tx.closed() => return None,
+        }
+    };
+    while let Ok(p) = progress_rx.try_recv() {
+        out_tx.send(p).await.ok()?;
+    }
+    Some(outcome)
+}
+
+impl McpService {
     /// Admits (tenant quotas) and creates a task, for both lanes.
     async fn create(
         &self,
@@ -940,15 +1065,19 @@ impl McpService {
         }
     }
 
-    /// Runs a job inline for a synchronous call, within the budget.
-    async fn run_inline(
+    /// Runs a job inline for a synchronous call, within `budget`.
+    async fn run_inline<S: AsRef<str>>(
         &self,
-        tool: &Arc<dyn Tool>,
+        run: &InlineRun<S>,
         mut ctx: JobContext,
-        tenant: &str,
-        name: &str,
-        arguments: &Value,
+        budget: Duration,
     ) -> CallOutcome {
+        let (tool, tenant, name, arguments) = (
+            &run.tool,
+            run.tenant.as_ref(),
+            run.name.as_ref(),
+            &run.arguments,
+        );
         let policy = tool.def().policy;
         let run = async {
             match tool.preflight(&ctx).await {
@@ -968,7 +1097,7 @@ impl McpService {
             }
         };
         let started = std::time::Instant::now();
-        let out = tokio::time::timeout(self.config.sync_budget, run).await;
+        let out = tokio::time::timeout(budget, run).await;
         let labels = [("tool", name)];
         metrics::global().count(metric::SYNC_CALLS, &labels, 1);
         metrics::global().time(
@@ -996,6 +1125,18 @@ impl McpService {
                 CallOutcome::Error(McpError::internal_with("The tool did not finish in time"))
             }
         }
+    }
+}
+
+/// `budget`, ended [`ANSWER_MARGIN`] before the deadline of the invocation serving the
+/// request, when it has one.
+fn within_invocation(budget: Duration) -> Duration {
+    match crate::clock::invocation_deadline() {
+        Some(d) => budget.min(
+            d.saturating_duration_since(tokio::time::Instant::now())
+                .saturating_sub(ANSWER_MARGIN),
+        ),
+        None => budget,
     }
 }
 

@@ -19,8 +19,6 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE};
-use tokio_stream::StreamExt as _;
-use tokio_stream::wrappers::ReceiverStream;
 
 use crate::handler::{HttpRequest, McpService, Reply, ReplyBody};
 use crate::protocol::{McpError, failure};
@@ -217,7 +215,9 @@ async fn serve_request(edge: &Edge, req: Request) -> Response {
             },
         )
         .await;
-    into_response(reply)
+    // A streamed answer keeps its place until the stream ends: a tenant's long calls and
+    // subscriptions count against its cap for as long as they hold a connection.
+    into_response_holding(reply, _place)
 }
 
 fn error_reply(e: McpError) -> Reply {
@@ -228,8 +228,19 @@ fn error_reply(e: McpError) -> Reply {
     }
 }
 
+/// How long an SSE answer may stay silent before the transport writes a comment line
+/// (`: keep-alive`): well inside API Gateway's 5-minute idle limit on a streamed answer and
+/// the idle timeouts of common HTTP clients and proxies.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
 /// Turns a [`Reply`] into an HTTP response (JSON, empty, or an SSE stream).
 pub fn into_response(reply: Reply) -> Response {
+    into_response_holding(reply, ())
+}
+
+/// [`into_response`], keeping `guard` alive until the response body has been written (or the
+/// client went away): for an SSE answer that is the end of the stream.
+fn into_response_holding<G: Send + Sync + 'static>(reply: Reply, guard: G) -> Response {
     let mut builder = Response::builder().status(reply.status);
     for (k, v) in &reply.headers {
         builder = builder.header(*k, v);
@@ -242,20 +253,35 @@ pub fn into_response(reply: Reply) -> Response {
         ReplyBody::Text(content_type, text) => builder
             .header(CONTENT_TYPE, content_type)
             .body(Body::from(text)),
-        ReplyBody::Sse(rx) => {
-            let events = ReceiverStream::new(rx).map(|msg| {
-                let data = serde_json::to_string(&msg).unwrap_or_default();
-                Ok::<_, Infallible>(Bytes::from(format!("event: message\ndata: {data}\n\n")))
-            });
-            builder
-                .header(CONTENT_TYPE, "text/event-stream")
-                .header(CACHE_CONTROL, "no-cache")
-                .body(Body::from_stream(events))
-        }
+        ReplyBody::Sse(rx) => builder
+            .header(CONTENT_TYPE, "text/event-stream")
+            .header(CACHE_CONTROL, "no-cache")
+            .body(Body::from_stream(sse_events(rx, KEEP_ALIVE, guard))),
     };
     built.unwrap_or_else(|_| {
         let mut r = Response::new(Body::empty());
         *r.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
         r
+    })
+}
+
+/// The bytes of an SSE answer: each message as one `message` event, and a comment line after
+/// every `keep_alive` without one, so that no gateway, proxy or client ends a quiet stream as
+/// idle. Ends when the sender is done; `guard` lives as long as the stream.
+fn sse_events<G: Send + Sync + 'static>(
+    rx: tokio::sync::mpsc::Receiver<serde_json::Value>,
+    keep_alive: Duration,
+    guard: G,
+) -> impl futures_util::Stream<Item = Result<Bytes, Infallible>> + Send {
+    futures_util::stream::unfold((rx, guard), move |(mut rx, guard)| async move {
+        let bytes = match tokio::time::timeout(keep_alive, rx.recv()).await {
+            Ok(Some(msg)) => {
+                let data = serde_json::to_string(&msg).unwrap_or_default();
+                Bytes::from(format!("event: message\ndata: {data}\n\n"))
+            }
+            Ok(None) => return None,
+            Err(_) => Bytes::from_static(b": keep-alive\n\n"),
+        };
+        Some((Ok(bytes), (rx, guard)))
     })
 }

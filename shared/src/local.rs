@@ -26,6 +26,7 @@ use crate::quota::FairGate;
 use crate::store::TaskStore;
 use crate::store::embedded::EmbeddedStore;
 use crate::store::metered::Metered;
+use crate::store::watch::{ChangeFeed, Watched, Watchers};
 use crate::tools::{Registry, Tool};
 use crate::worker::{Worker, WorkerSettings};
 
@@ -236,7 +237,12 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
     let key = state_key(&opts.data_dir).map_err(dir_err)?;
     let db = opts.data_dir.join("tasks.redb");
     private_file(&db).map_err(dir_err)?;
-    let store: Arc<dyn TaskStore> = Arc::new(Metered(EmbeddedStore::open(&db)?));
+    // Every writer shares this store, so its writes are what wakes subscriptions.
+    let watchers = Arc::new(Watchers::default());
+    let store: Arc<dyn TaskStore> = Arc::new(Watched::new(
+        Metered(EmbeddedStore::open(&db)?),
+        watchers.clone(),
+    ));
     let (queue, rx) = LocalQueue::new();
     let queue: Arc<dyn WorkQueue> = Arc::new(queue);
     #[cfg(feature = "fault-injection")]
@@ -287,7 +293,10 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
     tokio::spawn(run_sweep(engine.clone(), opts.sweep_every, stop.clone()));
 
     let mut service = McpService::new(
-        opts.service.clone(),
+        ServiceConfig {
+            change_feed: ChangeFeed::Push(watchers),
+            ..opts.service.clone()
+        },
         engine,
         registry,
         StateSealer::new(key),

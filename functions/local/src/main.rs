@@ -30,6 +30,8 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Command {
     /// Serve the MCP endpoint, the task endpoints and the worker in one process.
     Serve {
@@ -117,6 +119,13 @@ struct EdgeArgs {
     /// Most requests of one tenant in flight at once (over it: 429 with Retry-After).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     max_requests_per_tenant: u32,
+    /// Longest streamed answer, in seconds: a synchronous tool call from a client without the
+    /// tasks extension (past it: -32021), or a subscriptions/listen stream (closed gracefully).
+    #[arg(long, default_value_t = 840, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    stream_seconds: u64,
+    /// Most streams (long synchronous calls and subscriptions) one tenant may have open at once.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    max_streams_per_tenant: u32,
 }
 
 impl EdgeArgs {
@@ -235,6 +244,8 @@ async fn main() -> anyhow::Result<()> {
     opts.tasks.ttl_ms = Some(task_ttl_seconds * 1000);
     opts.auth = auth.settings(listen)?;
     opts.edge = edge.settings();
+    opts.service.stream_budget = Some(Duration::from_secs(edge.stream_seconds));
+    opts.service.max_streams_per_tenant = edge.max_streams_per_tenant as usize;
     opts.tasks.quotas = quotas.quotas()?;
     opts.max_concurrent_jobs = quotas.max_concurrent_jobs as usize;
     if !listen.ip().is_loopback() {

@@ -2,7 +2,9 @@
 //! `tasks/*` included, through the same router.
 
 use lambda_http::tower::ServiceExt as _;
-use lambda_http::{Error, Request, RequestExt as _, run, service_fn, tracing};
+use lambda_http::{
+    Error, Request, RequestExt as _, run, run_with_streaming_response, service_fn, tracing,
+};
 use mcp_tasks_core::aws::lambda::{Config, Ports, Role, http_invocation, http_router};
 
 #[tokio::main]
@@ -11,11 +13,16 @@ async fn main() -> Result<(), Error> {
     let config = Config::from_env(Role::Mcp)?;
     let router = http_router(&config, &Ports::connect(&config).await);
     // Each request runs within its invocation's deadline; its metrics go out after it.
-    run(service_fn(move |req: Request| {
+    let handler = service_fn(move |req: Request| {
         let deadline = req.lambda_context_ref().map(|c| c.deadline());
         http_invocation("mcp", deadline, router.clone().oneshot(req))
-    }))
-    .await
+    });
+    // Behind a streaming integration (`RESPONSE_STREAMING=true`) every answer goes out as
+    // it is written: a JSON answer as one whole body, an SSE answer event by event.
+    match config.stream_budget {
+        Some(_) => run_with_streaming_response(handler).await,
+        None => run(handler).await,
+    }
 }
 
 #[cfg(test)]

@@ -47,6 +47,12 @@ pub enum Role {
     Sweep,
 }
 
+/// Bounds of `STREAM_SECONDS` (default [`crate::handler::DEFAULT_STREAM_BUDGET`]): at least
+/// the buffered budget's order, at most 10 s under Lambda's 900-second limit.
+pub const MIN_STREAM_SECONDS: u64 = 30;
+/// See [`MIN_STREAM_SECONDS`].
+pub const MAX_STREAM_SECONDS: u64 = 890;
+
 /// A missing or malformed environment variable: fails the cold start, never a request.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -84,6 +90,9 @@ pub enum ConfigError {
 /// | `TASK_CREATE_PER_SECOND` / `TASK_CREATE_BURST` | mcp | creations per tenant per instance (20/s, 200) |
 /// | `MAX_TASK_SECONDS` / `MAX_TASK_CPU_SECONDS` | mcp, worker | per-task running and CPU time (86400, 1800) |
 /// | `MAX_RUNNING_JOBS_PER_TENANT` | worker     | a tenant's jobs running at once (100)          |
+/// | `RESPONSE_STREAMING`  | mcp                  | `true`: API Gateway streams its answers (false) |
+/// | `STREAM_SECONDS`      | mcp with streaming   | longest streamed answer (840; 30 to 890)       |
+/// | `MAX_STREAMS_PER_TENANT` | mcp               | a tenant's open streams, all instances (10)    |
 #[derive(Clone)]
 pub struct Config {
     /// Which function this is.
@@ -106,6 +115,14 @@ pub struct Config {
     pub tasks: TaskSettings,
     /// Bearer-token auth of the HTTP functions; `None` only when `AUTH_MODE=none` was chosen.
     pub auth: Option<AuthSettings>,
+    /// With `RESPONSE_STREAMING=true` (the mcp function behind a streaming REST integration):
+    /// how long one streamed answer may last (`STREAM_SECONDS`) — a synchronous tool call
+    /// or a `subscriptions/listen`. `None`: answers are buffered, the synchronous budget is
+    /// the gateway's (25 s), and a subscription is acknowledged and closed at once.
+    pub stream_budget: Option<Duration>,
+    /// Most streams one tenant may have open at once across all instances
+    /// (`MAX_STREAMS_PER_TENANT`, default 10).
+    pub max_streams_per_tenant: usize,
 }
 
 impl std::fmt::Debug for Config {
@@ -121,6 +138,7 @@ impl std::fmt::Debug for Config {
             .field("sweep_stale", &self.sweep_stale)
             .field("task_ttl_ms", &self.tasks.ttl_ms)
             .field("auth", &self.auth.as_ref().map(|a| &a.issuer))
+            .field("stream_budget", &self.stream_budget)
             .finish()
     }
 }
@@ -233,7 +251,39 @@ impl Config {
                 });
             }
         };
+        let stream_budget = match var("RESPONSE_STREAMING").as_deref() {
+            None | Some("false") => None,
+            Some("true") => Some(Duration::from_secs(match var("STREAM_SECONDS") {
+                None => crate::handler::DEFAULT_STREAM_BUDGET.as_secs(),
+                Some(v) => v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|s| (MIN_STREAM_SECONDS..=MAX_STREAM_SECONDS).contains(s))
+                    .ok_or(ConfigError::Invalid {
+                        name: "STREAM_SECONDS",
+                        reason: "must be a whole number of seconds from 30 to 890",
+                    })?,
+            })),
+            Some(_) => {
+                return Err(ConfigError::Invalid {
+                    name: "RESPONSE_STREAMING",
+                    reason: "must be true or false",
+                });
+            }
+        };
+        let max_streams_per_tenant = match var("MAX_STREAMS_PER_TENANT") {
+            None => 10,
+            Some(v) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=10_000).contains(n))
+                .ok_or(ConfigError::Invalid {
+                    name: "MAX_STREAMS_PER_TENANT",
+                    reason: "must be a whole number from 1 to 10000",
+                })?,
+        };
         Ok(Self {
+            max_streams_per_tenant,
             role,
             table_name,
             queue_url,
@@ -244,6 +294,7 @@ impl Config {
             sweep_stale,
             tasks,
             auth,
+            stream_budget,
         })
     }
 }
@@ -406,6 +457,9 @@ pub fn service(config: &Config, ports: &Ports) -> Arc<McpService> {
     let service = ServiceConfig {
         allowed_hosts: config.allowed_hosts.clone(),
         tasks_only: config.role == Role::Tasks,
+        // The tasks function is always buffered: its answers are small and immediate.
+        stream_budget: config.stream_budget.filter(|_| config.role == Role::Mcp),
+        max_streams_per_tenant: config.max_streams_per_tenant,
         ..ServiceConfig::default()
     };
     // Only the mcp function seals and opens `requestState`; the tasks function never does,
@@ -424,6 +478,10 @@ pub fn service(config: &Config, ports: &Ports) -> Arc<McpService> {
     if let Some(auth) = config.auth.clone() {
         service = service.with_auth(Authenticator::new(auth));
     }
+    // Every instance must count a tenant's open streams alike: in the table.
+    if let Some(slots) = ports.run_slots.clone() {
+        service = service.with_stream_slots(slots);
+    }
     Arc::new(service)
 }
 
@@ -440,7 +498,7 @@ pub fn instant_at(deadline: SystemTime) -> Instant {
     Instant::now() + left
 }
 
-/// The deadline an HTTP request runs within ([`super::within_deadline`]), from its Lambda
+/// The deadline an HTTP request runs within ([`crate::clock::within_deadline`]), from its Lambda
 /// context's. `None` for one already past when the request starts: no real invocation starts
 /// after its deadline, but `cargo lambda watch` (the local serverless run) sends such, and
 /// taking it at its word would end every wait at once.
@@ -458,7 +516,7 @@ pub async fn http_invocation<F: std::future::Future>(
     deadline: Option<SystemTime>,
     answer: F,
 ) -> F::Output {
-    let out = super::within_deadline(deadline.and_then(request_deadline), answer).await;
+    let out = crate::clock::within_deadline(deadline.and_then(request_deadline), answer).await;
     flush_metrics(function);
     out
 }

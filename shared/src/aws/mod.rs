@@ -15,15 +15,14 @@
 //! # The invocation's deadline
 //!
 //! A Lambda function may not plan work past its own timeout. The HTTP functions run each
-//! request inside [`within_deadline`] (the deadline the Lambda context gives), and waits that
-//! would otherwise use a fixed budget (the legacy `tasks/result`) read [`invocation_deadline`]
-//! and stop in time to answer.
+//! request inside [`crate::clock::within_deadline`] (the deadline the Lambda context gives),
+//! and waits that would otherwise use a fixed budget (the legacy `tasks/result`, a streamed
+//! synchronous call, a subscription) read [`crate::clock::invocation_deadline`] and stop in
+//! time to answer.
 
-use std::future::Future;
 use std::time::Duration;
 
 use aws_config::timeout::TimeoutConfig;
-use tokio::time::Instant;
 
 pub mod dynamo;
 #[cfg(feature = "lambda")]
@@ -129,25 +128,6 @@ pub fn sqs_client_with(sdk: &aws_config::SdkConfig, timeouts: Timeouts) -> aws_s
     aws_sdk_sqs::Client::from_conf(config)
 }
 
-tokio::task_local! {
-    static DEADLINE: Instant;
-}
-
-/// Runs `f` (one invocation's request) with `deadline` as its [`invocation_deadline`]; `None`
-/// runs it without one.
-pub async fn within_deadline<F: Future>(deadline: Option<Instant>, f: F) -> F::Output {
-    match deadline {
-        Some(d) => DEADLINE.scope(d, f).await,
-        None => f.await,
-    }
-}
-
-/// The deadline of the Lambda invocation this code runs in, when its function set one with
-/// [`within_deadline`] (only within that request's own task, not in tasks it spawns).
-pub fn invocation_deadline() -> Option<Instant> {
-    DEADLINE.try_with(|d| *d).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,7 +188,7 @@ mod tests {
         later.version = 3;
         let hang = Duration::from_secs(90);
         let (got, written, sent) = tokio::time::timeout(hang, async {
-            let now = Instant::now();
+            let now = tokio::time::Instant::now();
             let took = |what: &str| println!("{what} failed after {:?}", now.elapsed());
             tokio::join!(
                 async {
@@ -233,18 +213,5 @@ mod tests {
         assert!(got.is_err(), "{got:?}");
         assert!(written.is_err(), "{written:?}");
         assert!(sent.is_err(), "{sent:?}");
-    }
-
-    #[tokio::test]
-    async fn the_invocation_deadline_is_seen_only_inside_its_scope() {
-        assert_eq!(invocation_deadline(), None);
-        let d = Instant::now() + Duration::from_secs(7);
-        let seen = within_deadline(Some(d), async { invocation_deadline() }).await;
-        assert_eq!(seen, Some(d));
-        assert_eq!(
-            within_deadline(None, async { invocation_deadline() }).await,
-            None
-        );
-        assert_eq!(invocation_deadline(), None);
     }
 }

@@ -267,6 +267,10 @@ impl McpService {
             envelope::progress_token(req.params.get("_meta").and_then(|m| m.get("progressToken")))
                 .map_err(McpError::invalid_params)?;
         let policy = tool.def().policy;
+        // A client that asked for progress and takes SSE gets its `notifications/progress`
+        // on the POST's stream, and on a streaming host a long call streams, as on the 2026
+        // lane.
+        let plan = self.inline_plan(sse_ok, progress_token.is_some());
         let caps = json!({});
         let make_ctx = |sink: ProgressSink| {
             JobContext::new(
@@ -314,10 +318,7 @@ impl McpService {
                 m.insert("task".into(), Value::Object(legacy_task(&task)));
                 Ok(Answer::Json(m))
             }
-            // A client that asked for progress and takes SSE gets its `notifications/progress`
-            // on the POST's stream, as on the 2026 lane.
-            (_, false) if progress_token.is_some() && sse_ok => {
-                let token = progress_token.unwrap_or(Value::Null);
+            (_, false) if plan.stream => {
                 let run = super::InlineRun {
                     tool,
                     tenant,
@@ -326,7 +327,10 @@ impl McpService {
                 };
                 let finished = name.clone();
                 let finish = move |o| inline_answer(&finished, policy, o);
-                match self.stream_inline(req, run, make_ctx, token, finish).await {
+                match self
+                    .stream_inline(req, run, make_ctx, progress_token, plan, finish)
+                    .await
+                {
                     Ok(reply) => Ok(Answer::Stream(reply)),
                     Err(CallOutcome::Result(m)) => Ok(Answer::Json(m)),
                     Err(CallOutcome::Error(e)) => Err(e),
@@ -334,7 +338,13 @@ impl McpService {
             }
             (_, false) => {
                 let ctx = make_ctx(ProgressSink::latest_only());
-                let outcome = self.run_inline(&tool, ctx, tenant, &name, &arguments).await;
+                let run = super::InlineRun {
+                    tool,
+                    tenant,
+                    name: name.as_str(),
+                    arguments: arguments.clone(),
+                };
+                let outcome = self.run_inline(&run, ctx, plan.budget).await;
                 match inline_answer(&name, policy, outcome) {
                     CallOutcome::Result(m) => Ok(Answer::Json(m)),
                     CallOutcome::Error(e) => Err(e),
@@ -368,7 +378,11 @@ impl McpService {
     ) -> Result<Map<String, Value>, McpError> {
         let id = task_id_param(req)?;
         let started = tokio::time::Instant::now();
-        let deadline = result_deadline(started, self.config.sync_budget, invocation_deadline());
+        let deadline = result_deadline(
+            started,
+            self.config.sync_budget,
+            crate::clock::invocation_deadline(),
+        );
         let mut gap = std::time::Duration::from_millis(50);
         let task = loop {
             let task = self.engine.get(tenant, &id).await?;
@@ -463,18 +477,6 @@ impl McpService {
 /// What `tasks/result` keeps of an invocation's time for its answer: the last read of the
 /// task (milliseconds on DynamoDB), the reply, the runtime's hand-back.
 const ANSWER_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// The deadline of the request this code serves, when it runs in a Lambda invocation.
-fn invocation_deadline() -> Option<tokio::time::Instant> {
-    #[cfg(feature = "aws")]
-    {
-        crate::aws::invocation_deadline()
-    }
-    #[cfg(not(feature = "aws"))]
-    {
-        None
-    }
-}
 
 /// When `tasks/result` stops waiting and answers `-32602` with `data.status`: the synchronous
 /// budget after `started`, but never later than [`ANSWER_MARGIN`] before the invocation's own
@@ -592,7 +594,8 @@ mod tests {
     use crate::tools::Registry;
     use crate::tools::builtin::builtin_tools;
 
-    /// A service whose synchronous budget is `budget`; nobody runs queued jobs.
+    /// A service on a host that buffers answers (so a synchronous call has the buffered
+    /// budget, `budget`); nobody runs queued jobs.
     fn service(budget: Duration) -> Arc<McpService> {
         let (queue, rx) = LocalQueue::new();
         std::mem::forget(rx);
@@ -603,6 +606,7 @@ mod tests {
         );
         let config = ServiceConfig {
             sync_budget: budget,
+            stream_budget: None,
             ..ServiceConfig::default()
         };
         Arc::new(McpService::new(
@@ -726,7 +730,6 @@ mod tests {
     /// The `tasks` function (10 s timeout) answers a legacy `tasks/result` on an unfinished task
     /// with `-32602` and `data.status` before its invocation ends, not after the 25 s budget
     /// (on AWS: killed at 10 s, a bare 502). Tokio's clock is paused, so the wait is virtual.
-    #[cfg(feature = "aws")]
     #[tokio::test(start_paused = true)]
     async fn tasks_result_answers_within_the_invocation_deadline() {
         let service = service(Duration::from_secs(25));
@@ -744,7 +747,7 @@ mod tests {
             .to_owned();
         let started = tokio::time::Instant::now();
         let deadline = started + Duration::from_secs(10);
-        let reply = crate::aws::within_deadline(
+        let reply = crate::clock::within_deadline(
             Some(deadline),
             service.handle(legacy_request("tasks/result", json!({"taskId": id}))),
         )

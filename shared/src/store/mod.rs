@@ -20,6 +20,7 @@ pub mod contract;
 pub mod embedded;
 pub mod memory;
 pub mod metered;
+pub mod watch;
 
 /// Why a store call failed.
 #[derive(Debug, thiserror::Error)]

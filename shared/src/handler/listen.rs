@@ -1,0 +1,676 @@
+//! `subscriptions/listen` with the tasks extension's `notifications.taskIds` filter, and the
+//! per-tenant cap on open streams it shares with long synchronous calls.
+//!
+//! The answer is an SSE stream: `notifications/subscriptions/acknowledged` first (the task ids
+//! agreed to: those of the caller's tenant that exist — any other id, another tenant's above
+//! all, is simply not agreed, exactly as an unknown one), then each agreed task as it is now
+//! and again on every change of its status or of its outstanding input requests, as
+//! `notifications/tasks` (the `DetailedTask` `tasks/get` returns, without `resultType`). The
+//! stream ends gracefully, with the listen result, once every agreed task has reached a
+//! terminal status (or expired), or when the stream budget runs out; a client that closes it
+//! ends it at once. The transport keeps a quiet stream alive ([`crate::http::KEEP_ALIVE`]).
+//!
+//! Where the changes come from is the service's [`ChangeFeed`]: pushed by the store's writes
+//! on the local server, read at a fixed interval on Lambda (see [`LISTEN_POLL`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio::sync::{Notify, mpsc};
+
+use super::{McpService, Reply, ReplyBody, finish};
+use crate::protocol::envelope::Request;
+use crate::protocol::{INTERNAL_ERROR, McpError, RequestMeta, TASKS_EXTENSION, success};
+use crate::quota::RunSlots;
+use crate::store::watch::ChangeFeed;
+use crate::task::{TaskRecord, TaskStatus};
+
+/// Most task ids one subscription may name.
+pub const MAX_SUBSCRIBED_TASKS: usize = 16;
+
+/// How often a subscription reads its unfinished tasks where changes are not pushed (Lambda):
+/// a change reaches the client within this plus one read. Each unfinished task costs one
+/// consistent `GetItem` per interval — 60 reads a minute, at most
+/// `60 × MAX_SUBSCRIBED_TASKS` for one subscription.
+pub const LISTEN_POLL: Duration = Duration::from_secs(1);
+
+/// The `_meta` key naming the subscription a message belongs to.
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// How long past its budget a stream's place is kept if its holder vanished without giving it
+/// back (a Lambda instance that died mid-stream).
+const SLOT_GRACE: Duration = Duration::from_secs(60);
+
+/// The per-tenant cap on open streams (long synchronous calls and subscriptions together):
+/// each holds a connection and, on Lambda, a whole function instance for up to the stream
+/// budget, so one tenant's streams must not use up what every tenant shares.
+pub struct StreamSlots {
+    slots: Arc<dyn RunSlots>,
+    max: usize,
+}
+
+impl StreamSlots {
+    /// At most `max` open streams per tenant, recorded in `slots` (in memory for one process;
+    /// the task table on Lambda, where every instance must see the same count).
+    pub fn new(slots: Arc<dyn RunSlots>, max: usize) -> Self {
+        Self {
+            slots,
+            max: max.max(1),
+        }
+    }
+
+    /// The tenant's key in `slots`: apart from its running-jobs record (tenant names never
+    /// hold control characters).
+    fn key(tenant: &str) -> String {
+        format!("{tenant}\u{1f}streams")
+    }
+
+    /// Takes a place for a stream of `tenant` that lasts at most `budget`; `Err` when the
+    /// tenant already has its maximum open, or the record could not be written.
+    pub(super) async fn take(
+        &self,
+        tenant: &str,
+        budget: Duration,
+    ) -> Result<StreamSlot, McpError> {
+        let mut owner = [0u8; 12];
+        crate::clock::random_bytes(&mut owner);
+        let owner: String = owner.iter().map(|b| format!("{b:02x}")).collect();
+        let until = crate::clock::now_ms() + (budget + SLOT_GRACE).as_millis() as u64;
+        match self
+            .slots
+            .take(&Self::key(tenant), &owner, self.max, until)
+            .await
+        {
+            Ok(true) => Ok(StreamSlot {
+                slots: self.slots.clone(),
+                tenant: Self::key(tenant),
+                owner,
+            }),
+            Ok(false) => Err(McpError::invalid_request(format!(
+                "Too many open streams of this client (at most {} long calls and \
+                 subscriptions at once); retry when one has ended",
+                self.max
+            ))
+            .with_status(429)),
+            Err(e) => {
+                tracing::warn!(error = %e, "stream slot: the record could not be written");
+                Err(McpError::internal())
+            }
+        }
+    }
+}
+
+/// One open stream's place ([`StreamSlots::take`]).
+pub(super) struct StreamSlot {
+    slots: Arc<dyn RunSlots>,
+    tenant: String,
+    owner: String,
+}
+
+impl StreamSlot {
+    /// Gives the place back (awaited, so that on Lambda it is written before the answer ends
+    /// and the instance may be frozen; a place never given back lapses after its budget).
+    pub(super) async fn release(self) {
+        if let Err(e) = self.slots.release(&self.tenant, &self.owner).await {
+            tracing::warn!(error = %e, "stream slot: release failed; it lapses on its own");
+        }
+    }
+}
+
+/// What a subscriber has been told of one task: its status and outstanding input keys.
+#[derive(PartialEq)]
+struct Seen(TaskStatus, Vec<String>);
+
+fn seen(t: &TaskRecord) -> Seen {
+    Seen(t.status, t.input_requests.keys().cloned().collect())
+}
+
+/// The `task_ids` of a listen request, validated: `None` when the filter names none.
+fn requested_ids(
+    notifications: &Map<String, Value>,
+    meta: &RequestMeta,
+) -> Result<Option<Vec<String>>, McpError> {
+    for key in [
+        "toolsListChanged",
+        "promptsListChanged",
+        "resourcesListChanged",
+    ] {
+        if notifications.get(key).is_some_and(|v| !v.is_boolean()) {
+            return Err(McpError::invalid_params(format!(
+                "params.notifications.{key} must be a boolean"
+            )));
+        }
+    }
+    if let Some(v) = notifications.get("resourceSubscriptions")
+        && !v.as_array().is_some_and(|a| a.iter().all(Value::is_string))
+    {
+        return Err(McpError::invalid_params(
+            "params.notifications.resourceSubscriptions must be an array of strings",
+        ));
+    }
+    let Some(ids) = notifications.get("taskIds") else {
+        return Ok(None);
+    };
+    // The filter belongs to the extension: gated before its value is read.
+    if !meta.declares_tasks() {
+        return Err(McpError::tasks_extension_required(format!(
+            "notifications.taskIds requires the {TASKS_EXTENSION} extension to be declared on the request"
+        )));
+    }
+    let Some(ids) = ids.as_array() else {
+        return Err(McpError::invalid_params(
+            "params.notifications.taskIds must be an array of strings",
+        ));
+    };
+    if ids.len() > MAX_SUBSCRIBED_TASKS {
+        return Err(McpError::invalid_params(format!(
+            "At most {MAX_SUBSCRIBED_TASKS} task ids per subscription"
+        )));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(ids.len());
+    for id in ids {
+        let Some(id) = id.as_str() else {
+            return Err(McpError::invalid_params(
+                "params.notifications.taskIds must be an array of strings",
+            ));
+        };
+        if !out.iter().any(|o| o == id) {
+            out.push(id.to_owned());
+        }
+    }
+    Ok(Some(out))
+}
+
+impl McpService {
+    /// `subscriptions/listen` (see the module documentation).
+    pub(super) async fn listen(
+        self: &Arc<Self>,
+        req: &Request,
+        meta: &RequestMeta,
+        tenant: &str,
+        sse_ok: bool,
+    ) -> Result<Reply, McpError> {
+        let Some(notifications) = req.params.get("notifications").and_then(Value::as_object) else {
+            return Err(McpError::invalid_params(
+                "params.notifications must be an object",
+            ));
+        };
+        let requested = requested_ids(notifications, meta)?;
+        if !sse_ok {
+            return Err(McpError::invalid_request(
+                "subscriptions/listen is answered with an SSE stream: accept text/event-stream",
+            )
+            .with_status(406));
+        }
+        // Only a host that streams can deliver anything after the acknowledgement; a buffered
+        // one agrees to nothing and closes at once.
+        let budget = self.stream_budget();
+        let mut agreed = Vec::new();
+        if let (Some(ids), Some(_)) = (&requested, budget) {
+            for id in ids {
+                match self.engine.get(tenant, id).await {
+                    Ok(_) => agreed.push(id.clone()),
+                    Err(e) if e.error.code == INTERNAL_ERROR => return Err(e),
+                    // Unknown, expired, or another tenant's: not agreed, and nothing said.
+                    Err(_) => {}
+                }
+            }
+        }
+        let budget = budget.unwrap_or_default();
+        let slot = match agreed.is_empty() {
+            true => None,
+            false => Some(self.streams.take(tenant, budget).await?),
+        };
+        let mut ack = Map::new();
+        if requested.is_some() {
+            ack.insert("taskIds".into(), json!(agreed));
+        }
+        let sub_meta = json!({ SUBSCRIPTION_ID: req.id });
+        let (tx, rx) = mpsc::channel::<Value>(64);
+        let ack = json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/subscriptions/acknowledged",
+            "params": {"_meta": sub_meta, "notifications": ack},
+        });
+        let _ = tx.try_send(ack);
+        let mut end = Map::new();
+        end.insert("_meta".into(), sub_meta.clone());
+        let end = success(&req.id, finish(end, "complete", &self.meta));
+        let watch = Subscription {
+            service: self.clone(),
+            tenant: tenant.to_owned(),
+            sub_meta,
+            pending: agreed.into_iter().map(|id| (id, None)).collect(),
+            tx,
+        };
+        tokio::spawn(async move {
+            let ended = watch.run(budget).await;
+            if let Some(slot) = slot {
+                slot.release().await;
+            }
+            if let Some(tx) = ended {
+                let _ = tx.send(end).await;
+            }
+        });
+        Ok(Reply {
+            status: 200,
+            headers: vec![("x-accel-buffering", "no".into())],
+            body: ReplyBody::Sse(rx),
+        })
+    }
+}
+
+/// One open subscription.
+struct Subscription {
+    service: Arc<McpService>,
+    tenant: String,
+    sub_meta: Value,
+    /// Agreed tasks not yet seen terminal, with what was last sent of each.
+    pending: Vec<(String, Option<Seen>)>,
+    tx: mpsc::Sender<Value>,
+}
+
+impl Subscription {
+    /// Sends changes until nothing is left to watch or `budget` is spent (then the sender,
+    /// for the closing result), or the client went away (`None`).
+    async fn run(mut self, budget: Duration) -> Option<mpsc::Sender<Value>> {
+        let deadline = tokio::time::Instant::now() + budget;
+        let wake = Arc::new(Notify::new());
+        // Registered before the first read: a change after it wakes the next wait.
+        let ids: Vec<String> = self.pending.iter().map(|(id, _)| id.clone()).collect();
+        let feed = self.service.config.change_feed.clone();
+        let _watch = match &feed {
+            ChangeFeed::Push(w) => Some(w.watch(&self.tenant, &ids, &wake)),
+            ChangeFeed::Poll(_) => None,
+        };
+        loop {
+            if !self.look().await {
+                return None;
+            }
+            if self.pending.is_empty() {
+                return Some(self.tx);
+            }
+            let next = async {
+                match &feed {
+                    ChangeFeed::Push(_) => wake.notified().await,
+                    ChangeFeed::Poll(every) => tokio::time::sleep(*every).await,
+                }
+            };
+            tokio::select! {
+                () = next => {}
+                () = tokio::time::sleep_until(deadline) => return Some(self.tx),
+                () = self.tx.closed() => return None,
+            }
+        }
+    }
+
+    /// Reads each pending task and sends what changed; `false` when the client is gone.
+    async fn look(&mut self) -> bool {
+        let mut i = 0;
+        while i < self.pending.len() {
+            let id = self.pending[i].0.clone();
+            match self.service.engine.get(&self.tenant, &id).await {
+                Ok(task) => {
+                    let now = seen(&task);
+                    let done = task.status.is_terminal();
+                    if self.pending[i].1.as_ref() != Some(&now) {
+                        if self.tx.send(self.notification(&task)).await.is_err() {
+                            return false;
+                        }
+                        self.pending[i].1 = Some(now);
+                    }
+                    if done {
+                        self.pending.remove(i);
+                        continue;
+                    }
+                }
+                // A store hiccup: look again at the next wake.
+                Err(e) if e.error.code == INTERNAL_ERROR => {}
+                // Expired (or purged): nothing more will happen to it.
+                Err(_) => {
+                    self.pending.remove(i);
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        true
+    }
+
+    fn notification(&self, task: &TaskRecord) -> Value {
+        let mut params = task.to_detailed();
+        params.remove("resultType");
+        params.insert("_meta".into(), self.sub_meta.clone());
+        json!({"jsonrpc": "2.0", "method": "notifications/tasks", "params": params})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use bytes::Bytes;
+    use http::{HeaderMap, HeaderValue, Method};
+
+    use super::*;
+    use crate::engine::{Engine, TaskSettings};
+    use crate::handler::{HttpRequest, ServiceConfig};
+    use crate::protocol::PROTOCOL_VERSION;
+    use crate::protocol::state::StateSealer;
+    use crate::queue::LocalQueue;
+    use crate::store::TaskStore;
+    use crate::store::memory::MemoryStore;
+    use crate::store::watch::{Watched, Watchers};
+    use crate::tools::Registry;
+    use crate::tools::builtin::builtin_tools;
+
+    struct Rig {
+        service: Arc<McpService>,
+        engine: Engine,
+        store: Arc<dyn TaskStore>,
+    }
+
+    /// A service whose store pushes changes (as the local server's), streams answers up to
+    /// `stream`, and lets each tenant open `max_streams` streams; nobody runs queued jobs.
+    fn rig(stream: Option<Duration>, max_streams: usize) -> Rig {
+        let (queue, rx) = LocalQueue::new();
+        std::mem::forget(rx);
+        let watchers = Arc::new(Watchers::default());
+        let store: Arc<dyn TaskStore> =
+            Arc::new(Watched::new(MemoryStore::new(), watchers.clone()));
+        let engine = Engine::new(store.clone(), Arc::new(queue), TaskSettings::default());
+        let config = ServiceConfig {
+            stream_budget: stream,
+            change_feed: ChangeFeed::Push(watchers),
+            max_streams_per_tenant: max_streams,
+            ..ServiceConfig::default()
+        };
+        let service = Arc::new(McpService::new(
+            config,
+            engine.clone(),
+            Arc::new(Registry::new(builtin_tools())),
+            StateSealer::random(),
+        ));
+        Rig {
+            service,
+            engine,
+            store,
+        }
+    }
+
+    fn request(method: &str, name: Option<&str>, params: Value, tasks: bool) -> HttpRequest {
+        let caps = match tasks {
+            true => json!({"extensions": {TASKS_EXTENSION: {}}}),
+            false => json!({}),
+        };
+        let mut params = params;
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": caps,
+        });
+        let body = json!({"jsonrpc": "2.0", "id": "sub-1", "method": method, "params": params});
+        let mut headers = HeaderMap::new();
+        headers.insert("content-type", HeaderValue::from_static("application/json"));
+        headers.insert(
+            "accept",
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        headers.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static(PROTOCOL_VERSION),
+        );
+        headers.insert("mcp-method", HeaderValue::from_str(method).unwrap());
+        if let Some(n) = name {
+            headers.insert("mcp-name", HeaderValue::from_str(n).unwrap());
+        }
+        HttpRequest {
+            method: Method::POST,
+            path: "/mcp".into(),
+            headers,
+            body: Bytes::from(serde_json::to_vec(&body).unwrap()),
+        }
+    }
+
+    fn listen(ids: Value) -> HttpRequest {
+        request(
+            "subscriptions/listen",
+            None,
+            json!({"notifications": {"taskIds": ids, "toolsListChanged": true}}),
+            true,
+        )
+    }
+
+    fn wait_call(seconds: f64, token: bool) -> HttpRequest {
+        let mut params = json!({"name": "wait", "arguments": {"seconds": seconds}});
+        let mut req = request("tools/call", Some("wait"), params.take(), false);
+        if token {
+            let mut body: Value = serde_json::from_slice(&req.body).unwrap();
+            body["params"]["_meta"]["progressToken"] = json!("p");
+            req.body = Bytes::from(serde_json::to_vec(&body).unwrap());
+        }
+        req
+    }
+
+    async fn task(r: &Rig, tenant: &str) -> String {
+        r.engine
+            .create_task(
+                tenant,
+                "wait",
+                json!({"seconds": 1}),
+                Value::Null,
+                json!({}),
+            )
+            .await
+            .unwrap()
+            .task_id
+    }
+
+    async fn next(rx: &mut mpsc::Receiver<Value>) -> Option<Value> {
+        tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .expect("a message within 5 s")
+    }
+
+    fn stream(reply: Reply) -> mpsc::Receiver<Value> {
+        assert_eq!(reply.status, 200);
+        match reply.body {
+            ReplyBody::Sse(rx) => rx,
+            other => panic!("expected an SSE answer, got {other:?}"),
+        }
+    }
+
+    fn json_of(reply: Reply) -> (u16, Value) {
+        match reply.body {
+            ReplyBody::Json(v) => (reply.status, v),
+            other => panic!("expected a JSON answer, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn changes_are_pushed_then_the_stream_closes_once_the_task_is_terminal() {
+        let r = rig(Some(Duration::from_secs(60)), 10);
+        let id = task(&r, "local").await;
+        let mut rx = stream(r.service.handle(listen(json!([id]))).await);
+        let ack = next(&mut rx).await.unwrap();
+        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+        assert_eq!(ack["params"]["_meta"][SUBSCRIPTION_ID], "sub-1");
+        // Only what is supported is agreed: no list-changed notifications here.
+        assert_eq!(ack["params"]["notifications"], json!({"taskIds": [id]}));
+        let now = next(&mut rx).await.unwrap();
+        assert_eq!(now["method"], "notifications/tasks");
+        assert_eq!(now["params"]["status"], "working");
+        assert_eq!(now["params"]["taskId"], id.as_str());
+        assert!(now["params"].get("resultType").is_none(), "{now}");
+        assert_eq!(now["params"]["_meta"][SUBSCRIPTION_ID], "sub-1");
+
+        // Input required: pushed with the requests.
+        let mut t = r.store.get("local", &id).await.unwrap().unwrap();
+        let mut asks = BTreeMap::new();
+        asks.insert(
+            "ok".to_owned(),
+            json!({"method": "elicitation/create", "params": {}}),
+        );
+        t.require_input(asks).unwrap();
+        r.store.update(&t).await.unwrap();
+        let asked = next(&mut rx).await.unwrap();
+        assert_eq!(asked["params"]["status"], "input_required", "{asked}");
+        assert!(
+            asked["params"]["inputRequests"]["ok"].is_object(),
+            "{asked}"
+        );
+
+        // Terminal: the full task, then the listen result, then the end of the stream.
+        r.engine.cancel("local", &id).await.unwrap();
+        let last = next(&mut rx).await.unwrap();
+        assert_eq!(last["params"]["status"], "cancelled", "{last}");
+        let end = next(&mut rx).await.unwrap();
+        assert_eq!(end["id"], "sub-1");
+        assert_eq!(end["result"]["resultType"], "complete");
+        assert_eq!(end["result"]["_meta"][SUBSCRIPTION_ID], "sub-1");
+        assert!(next(&mut rx).await.is_none(), "the stream ends");
+    }
+
+    #[tokio::test]
+    async fn another_tenants_task_is_not_agreed_and_nothing_is_sent_of_it() {
+        let r = rig(Some(Duration::from_secs(60)), 10);
+        let theirs = task(&r, "globex").await;
+        let mut rx = stream(
+            r.service
+                .handle(listen(json!([theirs, "tsk_unknown"])))
+                .await,
+        );
+        let ack = next(&mut rx).await.unwrap();
+        assert_eq!(ack["params"]["notifications"], json!({"taskIds": []}));
+        r.engine.cancel("globex", &theirs).await.unwrap();
+        let end = next(&mut rx).await.unwrap();
+        assert_eq!(end["result"]["resultType"], "complete", "{end}");
+        assert!(next(&mut rx).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_buffered_host_acknowledges_nothing_and_closes() {
+        let r = rig(None, 10);
+        let id = task(&r, "local").await;
+        let mut rx = stream(r.service.handle(listen(json!([id]))).await);
+        let ack = next(&mut rx).await.unwrap();
+        assert_eq!(ack["params"]["notifications"], json!({"taskIds": []}));
+        assert!(next(&mut rx).await.unwrap().get("result").is_some());
+        assert!(next(&mut rx).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn the_stream_closes_gracefully_at_its_budget() {
+        let r = rig(Some(Duration::from_millis(300)), 10);
+        let id = task(&r, "local").await;
+        let mut rx = stream(r.service.handle(listen(json!([id]))).await);
+        next(&mut rx).await.unwrap();
+        assert_eq!(
+            next(&mut rx).await.unwrap()["method"],
+            "notifications/tasks"
+        );
+        let end = next(&mut rx).await.unwrap();
+        assert_eq!(end["result"]["resultType"], "complete", "{end}");
+    }
+
+    #[tokio::test]
+    async fn bad_listen_requests_get_spec_shaped_errors() {
+        let r = rig(Some(Duration::from_secs(60)), 10);
+        let without_ext = request(
+            "subscriptions/listen",
+            None,
+            json!({"notifications": {"taskIds": []}}),
+            false,
+        );
+        let (status, v) = json_of(r.service.handle(without_ext).await);
+        assert_eq!(
+            (status, v["error"]["code"].clone()),
+            (400, json!(-32021)),
+            "{v}"
+        );
+        let too_many: Vec<String> = (0..=MAX_SUBSCRIBED_TASKS)
+            .map(|i| format!("t{i}"))
+            .collect();
+        for params in [
+            json!({}),
+            json!({"notifications": []}),
+            json!({"notifications": {"taskIds": "t1"}}),
+            json!({"notifications": {"taskIds": [1]}}),
+            json!({"notifications": {"taskIds": too_many}}),
+            json!({"notifications": {"toolsListChanged": "yes"}}),
+        ] {
+            let req = request("subscriptions/listen", None, params.clone(), true);
+            let (_, v) = json_of(r.service.handle(req).await);
+            assert_eq!(v["error"]["code"], -32602, "{params}: {v}");
+        }
+        let mut json_only = listen(json!([]));
+        json_only
+            .headers
+            .insert("accept", HeaderValue::from_static("application/json"));
+        let (status, v) = json_of(r.service.handle(json_only).await);
+        assert_eq!(status, 406, "{v}");
+    }
+
+    #[tokio::test]
+    async fn a_tenant_over_its_stream_cap_is_refused_until_one_ends() {
+        let r = rig(Some(Duration::from_secs(60)), 1);
+        let id = task(&r, "local").await;
+        let mut first = stream(r.service.handle(listen(json!([id]))).await);
+        next(&mut first).await.unwrap();
+        let (status, v) = json_of(r.service.handle(listen(json!([id]))).await);
+        assert_eq!(status, 429, "{v}");
+        // Closing the first gives its place back.
+        drop(first);
+        let mut again = None;
+        for _ in 0..50 {
+            let reply = r.service.handle(listen(json!([id]))).await;
+            if reply.status == 200 {
+                again = Some(stream(reply));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(again.is_some(), "the place came back");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_long_synchronous_call_streams_on_a_streaming_host() {
+        let r = rig(Some(Duration::from_secs(120)), 10);
+        // Without a progress token: nothing but the answer, once committed to SSE.
+        let mut rx = stream(r.service.handle(wait_call(30.0, false)).await);
+        let answer = rx.recv().await.unwrap();
+        assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+        assert!(rx.recv().await.is_none());
+        // A quick one is still one JSON body.
+        let (status, v) = json_of(r.service.handle(wait_call(1.0, false)).await);
+        assert_eq!(
+            (status, v["result"]["resultType"].clone()),
+            (200, json!("complete"))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_past_the_stream_budget_ends_with_32021() {
+        let r = rig(Some(Duration::from_secs(40)), 10);
+        let mut rx = stream(r.service.handle(wait_call(60.0, true)).await);
+        let mut last = Value::Null;
+        let mut progress = 0;
+        while let Some(m) = rx.recv().await {
+            if m["method"] == "notifications/progress" {
+                progress += 1;
+            }
+            last = m;
+        }
+        assert!(progress >= 30, "progress every second: {progress}");
+        assert_eq!(last["error"]["code"], -32021, "{last}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn long_calls_count_against_the_stream_cap() {
+        let r = rig(Some(Duration::from_secs(120)), 1);
+        let mut first = stream(r.service.handle(wait_call(60.0, false)).await);
+        let (status, v) = json_of(r.service.handle(wait_call(60.0, false)).await);
+        assert_eq!(status, 429, "{v}");
+        assert!(first.recv().await.unwrap().get("result").is_some());
+    }
+}
