@@ -46,6 +46,23 @@ const RESULTS: &[(&str, Def)] = &[
     ("tasks/get", (Doc::Tasks, "GetTaskResult")),
     ("tasks/update", (Doc::Tasks, "UpdateTaskResult")),
     ("tasks/cancel", (Doc::Tasks, "CancelTaskResult")),
+    (
+        "subscriptions/listen",
+        (Doc::Core, "SubscriptionsListenResult"),
+    ),
+];
+
+/// Notifications with a definition of their own, by method.
+const NOTIFICATIONS: &[(&str, Def)] = &[
+    ("notifications/progress", PROGRESS_NOTIFICATION),
+    (
+        "notifications/subscriptions/acknowledged",
+        (Doc::Core, "SubscriptionsAcknowledgedNotification"),
+    ),
+    (
+        "notifications/tasks",
+        (Doc::Tasks, "TaskStatusNotification"),
+    ),
 ];
 
 /// `tools/call` results by `resultType`.
@@ -107,7 +124,7 @@ impl Schemas {
             NOTIFICATION,
             PROGRESS_NOTIFICATION,
         ];
-        for table in [RESULTS, TOOL_CALL_RESULTS] {
+        for table in [RESULTS, TOOL_CALL_RESULTS, NOTIFICATIONS] {
             defs.extend(table.iter().map(|(_, d)| *d));
         }
         for table in [WHOLE_ERRORS, ERROR_OBJECTS] {
@@ -197,8 +214,8 @@ pub fn check_message(method: Option<&str>, msg: &Value, status: u16) {
         );
         let what = what("notification");
         check(NOTIFICATION, msg, &what);
-        if m == "notifications/progress" {
-            check(PROGRESS_NOTIFICATION, msg, &what);
+        if let Some((_, def)) = NOTIFICATIONS.iter().find(|(n, _)| m == n) {
+            check(*def, msg, &what);
         }
     } else if let Some(err) = msg.get("error") {
         let what = what("error response");
