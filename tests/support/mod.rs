@@ -5,6 +5,7 @@
 
 pub mod jwt;
 pub mod schema;
+pub mod sse;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -5,7 +5,11 @@
 //!   which the test invokes the function with an event and a deadline of its choosing;
 //! - an **API Gateway front** (REST API proxy events, v1) on a real port, routing
 //!   `Mcp-Method: tasks/*` to `tasks` and everything else to `mcp`, as the custom-domain
-//!   routing rules of template.yaml do;
+//!   routing rules of template.yaml do. The mcp API's integration streams by default
+//!   (`ResponseTransferMode: STREAM`; [`Options::streaming`]): the function answers with a
+//!   streamed HTTP integration response (a JSON prelude, 8 NUL bytes, then the body), which
+//!   the front passes on chunk by chunk within API Gateway's stream limits (15 minutes in
+//!   all, 5 minutes without a byte). The tasks API is always buffered;
 //! - an **event source mapping** that long-polls the queue, invokes `worker` with SQS batch
 //!   events and deletes exactly the messages not reported in `batchItemFailures`;
 //! - a **counting proxy** between each function and the emulator, which tallies the DynamoDB
@@ -20,19 +24,23 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::{Path, Request, State};
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
+use http_body_util::BodyExt as _;
+use hyper::body::Frame;
 use mcp_tasks_core::aws::dynamo::{DynamoStore, create_table};
 use mcp_tasks_core::aws::sqs::{self, SqsQueue};
 use serde_json::{Value, json};
@@ -44,8 +52,14 @@ const SCHEDULE_EVENT: &str = include_str!("../../events/scheduled-sweep.json");
 
 /// API Gateway's integration timeout (REST APIs): 504 after this.
 const GATEWAY_TIMEOUT: Duration = Duration::from_secs(29);
-/// The functions' `Timeout` in template.yaml.
+/// API Gateway's limits on a streamed response (REST API, regional endpoint): the whole
+/// response, and the longest it may go without a byte (the prelude included).
+const STREAM_LIMIT: Duration = Duration::from_secs(15 * 60);
+const STREAM_IDLE: Duration = Duration::from_secs(5 * 60);
+/// The functions' `Timeout` in template.yaml (the mcp function's behind a buffered
+/// integration, and behind a streaming one).
 const MCP_TIMEOUT: Duration = Duration::from_secs(30);
+const MCP_STREAM_TIMEOUT: Duration = Duration::from_secs(900);
 const TASKS_TIMEOUT: Duration = Duration::from_secs(10);
 const SWEEP_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -158,7 +172,30 @@ fn build() -> Result<Binaries, String> {
 
 // ─────────────────────────────────────────────────────────────── the Lambda Runtime API
 
-type Reply = Result<Bytes, String>;
+/// What a function answered.
+pub enum Output {
+    /// A buffered answer (`lambda_http::run`, `lambda_runtime::run`): the whole payload.
+    Buffered(Bytes),
+    /// A streamed answer (`Lambda-Runtime-Function-Response-Mode: streaming`), handed over
+    /// as soon as its prelude is complete.
+    Streamed(Streamed),
+}
+
+/// A streamed HTTP integration response (`application/vnd.awslambda.http-integration-response`)
+/// as API Gateway sees it: the prelude, then the body as the function writes it.
+pub struct Streamed {
+    /// The prelude's `statusCode`.
+    pub status: StatusCode,
+    /// The prelude's `headers` (a header sent more than once is an array there).
+    pub headers: HeaderMap,
+    /// The prelude's `cookies` (the `Set-Cookie` values).
+    pub cookies: Vec<String>,
+    /// The body's chunks as they arrive. `None` ends the body whole; an `Err` ends it broken
+    /// (an error trailer, the invocation's deadline, the function's connection lost).
+    pub body: mpsc::Receiver<Result<Bytes, String>>,
+}
+
+type Reply = Result<Output, String>;
 
 struct Invocation {
     id: String,
@@ -216,9 +253,23 @@ impl RuntimeApi {
         (api, server)
     }
 
-    /// Invokes the function with `event`; the invocation's deadline is `timeout` after the
-    /// function takes it (as on Lambda, where the timeout starts with the invocation).
-    pub async fn invoke(&self, event: Vec<u8>, timeout: Duration) -> Reply {
+    /// Invokes the function with `event` and returns its buffered answer; the invocation's
+    /// deadline is `timeout` after the function takes it (as on Lambda, where the timeout
+    /// starts with the invocation). A streamed answer is an error here.
+    pub async fn invoke(&self, event: Vec<u8>, timeout: Duration) -> Result<Bytes, String> {
+        match self.invoke_with_response_stream(event, timeout).await? {
+            Output::Buffered(payload) => Ok(payload),
+            Output::Streamed(_) => Err(format!(
+                "{}: a streamed answer where a buffered one was expected",
+                self.name
+            )),
+        }
+    }
+
+    /// [`RuntimeApi::invoke`] that also takes a streamed answer (Lambda's
+    /// `InvokeWithResponseStream`, as API Gateway's streaming integration calls it): returns
+    /// once the answer is complete (buffered) or its prelude is (streamed).
+    pub async fn invoke_with_response_stream(&self, event: Vec<u8>, timeout: Duration) -> Reply {
         if let Some(why) = self.dead.lock().unwrap().clone() {
             return Err(format!("{}: {why}", self.name));
         }
@@ -308,21 +359,20 @@ fn accepted() -> Response {
 async fn respond(
     State(api): State<Arc<RuntimeApi>>,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    req: Request,
 ) -> Response {
-    // `lambda_http::run` and `lambda_runtime::run` answer buffered; a streamed answer would
-    // need the prelude decoding, which no function here uses.
-    if headers
+    // `run_with_streaming_response` answers streamed: the prelude, then the body as written.
+    if req
+        .headers()
         .get("lambda-runtime-function-response-mode")
         .is_some_and(|v| v == "streaming")
     {
-        return (
-            StatusCode::BAD_REQUEST,
-            "streaming responses are not emulated",
-        )
-            .into_response();
+        return respond_streamed(api, id, req.into_body()).await;
     }
+    let body = match Bytes::from_request(req, &()).await {
+        Ok(b) => b,
+        Err(rejection) => return rejection.into_response(),
+    };
     match api.inflight.lock().unwrap().remove(&id) {
         // Lambda stops an invocation at its deadline: an answer after it is a timeout.
         Some((deadline, tx)) if now_ms() > deadline => {
@@ -334,11 +384,241 @@ async fn respond(
             (StatusCode::GONE, "the invocation timed out").into_response()
         }
         Some((_, tx)) => {
-            let _ = tx.send(Ok(body));
+            let _ = tx.send(Ok(Output::Buffered(body)));
             accepted()
         }
         None => (StatusCode::BAD_REQUEST, "unknown or timed-out request id").into_response(),
     }
+}
+
+/// The end of a streamed answer's prelude.
+const PRELUDE_DELIMITER: [u8; 8] = [0; 8];
+/// The largest prelude taken (a status, headers and cookies: a few hundred bytes).
+const MAX_PRELUDE: usize = 64 << 10;
+
+/// A streamed answer: decodes the prelude as its bytes arrive and hands the status and headers
+/// to the waiting invocation once the delimiter is in, then forwards each body chunk as it
+/// arrives, until the body ends, an error trailer ends it broken, or the invocation's deadline
+/// cuts it (Lambda stops the function there; the client sees the body cut off).
+async fn respond_streamed(api: Arc<RuntimeApi>, id: String, mut body: Body) -> Response {
+    let Some((deadline, tx)) = api.inflight.lock().unwrap().remove(&id) else {
+        return (StatusCode::BAD_REQUEST, "unknown or timed-out request id").into_response();
+    };
+    let name = api.name;
+    let timed_out = |late: &str| format!("{name}: Task timed out ({late})");
+    if now_ms() > deadline {
+        let late = now_ms() - deadline;
+        let _ = tx.send(Err(timed_out(&format!(
+            "answered {late} ms after the deadline"
+        ))));
+        return (StatusCode::GONE, "the invocation timed out").into_response();
+    }
+    let cut = tokio::time::Instant::now() + Duration::from_millis(deadline - now_ms());
+
+    // The prelude: JSON up to the first 8 NUL bytes (JSON text holds no NUL).
+    let mut head: Vec<u8> = Vec::new();
+    let (prelude, rest) = loop {
+        let frame = match tokio::time::timeout_at(cut, body.frame()).await {
+            Err(_) => {
+                let _ = tx.send(Err(timed_out("no prelude before the deadline")));
+                return (StatusCode::GONE, "the invocation timed out").into_response();
+            }
+            Ok(None) => {
+                let _ = tx.send(Err(format!(
+                    "{name}: the streamed answer ended before its prelude was complete"
+                )));
+                return accepted();
+            }
+            Ok(Some(Err(e))) => {
+                let _ = tx.send(Err(format!("{name}: the streamed answer broke: {e}")));
+                return (StatusCode::BAD_REQUEST, "the response stream broke").into_response();
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let data = match frame.into_data() {
+            Ok(data) => data,
+            Err(frame) => {
+                let trailers = frame.into_trailers().unwrap_or_default();
+                let why = error_trailer(&trailers).unwrap_or_else(|| "no error type".into());
+                eprintln!("{name}: the streamed answer ended in its prelude: {why}");
+                let _ = tx.send(Err(format!("{name}: {why}")));
+                return accepted();
+            }
+        };
+        let from = head.len().saturating_sub(PRELUDE_DELIMITER.len() - 1);
+        head.extend_from_slice(&data);
+        if let Some(at) = head[from..]
+            .windows(PRELUDE_DELIMITER.len())
+            .position(|w| w == PRELUDE_DELIMITER)
+            .map(|i| from + i)
+        {
+            let rest = Bytes::copy_from_slice(&head[at + PRELUDE_DELIMITER.len()..]);
+            match parse_prelude(&head[..at]) {
+                Ok(p) => break (p, rest),
+                Err(e) => {
+                    let _ = tx.send(Err(format!("{name}: malformed prelude: {e}")));
+                    return (StatusCode::BAD_REQUEST, "malformed prelude").into_response();
+                }
+            }
+        }
+        if head.len() > MAX_PRELUDE {
+            let _ = tx.send(Err(format!(
+                "{name}: no prelude delimiter in the first {MAX_PRELUDE} bytes"
+            )));
+            return (StatusCode::BAD_REQUEST, "malformed prelude").into_response();
+        }
+    };
+    let (status, headers, cookies) = prelude;
+    let (chunks, rx) = mpsc::channel(16);
+    // The front may have given up waiting: the body is still read (and dropped) to its end.
+    let mut out = tx
+        .send(Ok(Output::Streamed(Streamed {
+            status,
+            headers,
+            cookies,
+            body: rx,
+        })))
+        .ok()
+        .map(|_| chunks);
+
+    // The body, chunk by chunk. Whether the front reads or not, the function's writes are
+    // taken, as Lambda does (a client that went away does not stop the function).
+    let mut pending = Some(rest).filter(|r| !r.is_empty());
+    loop {
+        let data = match pending.take() {
+            Some(d) => d,
+            None => match tokio::time::timeout_at(cut, body.frame()).await {
+                Err(_) => {
+                    let why = timed_out("the deadline passed while the answer streamed");
+                    eprintln!("{why}: the stream is cut");
+                    break_stream(out.take(), why);
+                    return (StatusCode::GONE, "the invocation timed out").into_response();
+                }
+                // The end of the body: dropping the sender ends the stream whole.
+                Ok(None) => return accepted(),
+                Ok(Some(Err(e))) => {
+                    let why = format!("{name}: the streamed answer broke: {e}");
+                    eprintln!("{why}");
+                    break_stream(out.take(), why);
+                    return (StatusCode::BAD_REQUEST, "the response stream broke").into_response();
+                }
+                Ok(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(d) => d,
+                    Err(frame) => {
+                        let trailers = frame.into_trailers().unwrap_or_default();
+                        if let Some(why) = error_trailer(&trailers) {
+                            eprintln!("{name}: the streamed answer ended with an error: {why}");
+                            break_stream(out.take(), format!("{name}: {why}"));
+                        }
+                        continue;
+                    }
+                },
+            },
+        };
+        // lambda_runtime 1.5 writes a mid-stream error as trailer text into the body.
+        if let Some(why) = error_text(&data) {
+            eprintln!("{name}: the streamed answer ended with an error: {why}");
+            break_stream(out.take(), format!("{name}: {why}"));
+            continue;
+        }
+        let Some(o) = out.take() else { continue };
+        match tokio::time::timeout_at(cut, o.send(Ok(data))).await {
+            Ok(Ok(())) => out = Some(o),
+            // The front went away (the client closed the connection): drop the rest.
+            Ok(Err(_)) => {}
+            Err(_) => {
+                let why = timed_out("the deadline passed while the answer streamed");
+                eprintln!("{why}: the stream is cut");
+                break_stream(Some(o), why);
+                return (StatusCode::GONE, "the invocation timed out").into_response();
+            }
+        }
+    }
+}
+
+/// Ends a streamed body broken: the error goes after the chunks already queued (however long
+/// the front takes to read them), then the sender is dropped.
+fn break_stream(out: Option<mpsc::Sender<Result<Bytes, String>>>, why: String) {
+    if let Some(out) = out {
+        tokio::spawn(async move {
+            let _ = out.send(Err(why)).await;
+        });
+    }
+}
+
+/// A streamed answer's prelude (lambda_runtime's `MetadataPrelude`): `statusCode`, `headers`
+/// (each value a string, or an array of strings for a header sent more than once: http_serde's
+/// `header_map`), `cookies`.
+fn parse_prelude(json: &[u8]) -> Result<(StatusCode, HeaderMap, Vec<String>), String> {
+    let v: Value = serde_json::from_slice(json).map_err(|e| e.to_string())?;
+    let status = v["statusCode"]
+        .as_u64()
+        .and_then(|s| StatusCode::from_u16(u16::try_from(s).ok()?).ok())
+        .ok_or("no valid statusCode")?;
+    let mut headers = HeaderMap::new();
+    for (k, vs) in v["headers"].as_object().into_iter().flatten() {
+        let k = HeaderName::try_from(k.as_str()).map_err(|e| format!("header {k:?}: {e}"))?;
+        let values = match vs {
+            Value::Array(a) => a.iter().collect(),
+            one => vec![one],
+        };
+        for value in values {
+            let value = value
+                .as_str()
+                .and_then(|s| HeaderValue::from_str(s).ok())
+                .ok_or_else(|| format!("header {k}: not a header value: {value}"))?;
+            headers.append(k.clone(), value);
+        }
+    }
+    let cookies = v["cookies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.as_str().map(str::to_owned))
+        .collect();
+    Ok((status, headers, cookies))
+}
+
+/// `Lambda-Runtime-Function-Error-Type` (and the base64 `…-Error-Body`) of a streamed answer's
+/// trailers, as one line for the log.
+fn error_trailer(trailers: &HeaderMap) -> Option<String> {
+    let kind = trailers.get("lambda-runtime-function-error-type")?;
+    let body = trailers
+        .get("lambda-runtime-function-error-body")
+        .map(|b| decode_error_body(b.as_bytes()))
+        .unwrap_or_default();
+    Some(format!(
+        "{}: {body}",
+        String::from_utf8_lossy(kind.as_bytes())
+    ))
+}
+
+/// The same two fields written as text into the body (`Name: value\r\n` lines), as
+/// lambda_runtime 1.5 reports an error of the body stream.
+fn error_text(data: &[u8]) -> Option<String> {
+    const TYPE: &[u8] = b"lambda-runtime-function-error-type:";
+    if data.len() < TYPE.len() || !data[..TYPE.len()].eq_ignore_ascii_case(TYPE) {
+        return None;
+    }
+    let mut trailers = HeaderMap::new();
+    for line in String::from_utf8_lossy(data).split("\r\n") {
+        if let Some((k, v)) = line.split_once(':')
+            && let (Ok(k), Ok(v)) = (
+                HeaderName::try_from(k.trim()),
+                HeaderValue::from_str(v.trim()),
+            )
+        {
+            trailers.insert(k, v);
+        }
+    }
+    error_trailer(&trailers)
+}
+
+fn decode_error_body(b64: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_else(|_| String::from_utf8_lossy(b64).into_owned())
 }
 
 async fn fail(State(api): State<Arc<RuntimeApi>>, Path(id): Path<String>, body: Bytes) -> Response {
@@ -519,6 +799,8 @@ struct Front {
     mcp: Arc<RuntimeApi>,
     tasks: Arc<RuntimeApi>,
     counts: Arc<Counts>,
+    /// Whether the mcp API's integration streams ([`Options::streaming`]).
+    streaming: bool,
 }
 
 fn gateway_error(status: StatusCode, message: &str) -> Response {
@@ -576,10 +858,10 @@ async fn gateway(State(f): State<Arc<Front>>, req: Request) -> Response {
         ),
         _ => return gateway_error(StatusCode::FORBIDDEN, "Missing Authentication Token"),
     };
-    let (api, timeout) = if to_tasks {
-        (&f.tasks, TASKS_TIMEOUT)
-    } else {
-        (&f.mcp, MCP_TIMEOUT)
+    let (api, timeout) = match (to_tasks, f.streaming) {
+        (true, _) => (&f.tasks, TASKS_TIMEOUT),
+        (false, false) => (&f.mcp, MCP_TIMEOUT),
+        (false, true) => (&f.mcp, MCP_STREAM_TIMEOUT),
     };
     f.counts.add(
         api.name,
@@ -635,11 +917,11 @@ async fn gateway(State(f): State<Arc<Front>>, req: Request) -> Response {
         "body": body,
         "isBase64Encoded": is_base64,
     });
-    let invoked = tokio::time::timeout(
-        GATEWAY_TIMEOUT,
-        api.invoke(serde_json::to_vec(&event).unwrap(), timeout),
-    )
-    .await;
+    let event = serde_json::to_vec(&event).unwrap();
+    if f.streaming && !to_tasks {
+        return gateway_streamed(api, event, timeout, &request_id).await;
+    }
+    let invoked = tokio::time::timeout(GATEWAY_TIMEOUT, api.invoke(event, timeout)).await;
     let reply = match invoked {
         Err(_) => {
             return gateway_error(StatusCode::GATEWAY_TIMEOUT, "Endpoint request timed out");
@@ -685,19 +967,7 @@ async fn gateway(State(f): State<Arc<Front>>, req: Request) -> Response {
             }
         }
     }
-    for h in HOP_BY_HOP {
-        headers.remove(h);
-    }
-    headers.insert(
-        "x-amzn-requestid",
-        HeaderValue::from_str(&request_id).unwrap(),
-    );
-    if !headers.contains_key(header::CONTENT_TYPE) {
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-    }
+    finish_headers(&mut headers, &request_id);
     let body = match (&proxy["body"], proxy["isBase64Encoded"].as_bool()) {
         (Value::String(s), Some(true)) => {
             match base64::engine::general_purpose::STANDARD.decode(s) {
@@ -712,6 +982,146 @@ async fn gateway(State(f): State<Arc<Front>>, req: Request) -> Response {
     *response.status_mut() = status;
     *response.headers_mut() = headers;
     response
+}
+
+/// What API Gateway does to an integration's response headers, buffered or streamed: drops the
+/// hop-by-hop ones, adds its request id, and labels an unlabelled body JSON.
+fn finish_headers(headers: &mut HeaderMap, request_id: &str) {
+    for h in HOP_BY_HOP {
+        headers.remove(h);
+    }
+    headers.insert(
+        "x-amzn-requestid",
+        HeaderValue::from_str(request_id).unwrap(),
+    );
+    if !headers.contains_key(header::CONTENT_TYPE) {
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
+}
+
+/// The streaming integration (`ResponseTransferMode: STREAM`): not bound by the 29-second
+/// integration timeout; the status and headers go out once the function's prelude is in, the
+/// body chunk by chunk as the function writes it, cut off after [`STREAM_LIMIT`] in all or
+/// [`STREAM_IDLE`] without a byte, or where the function's stream broke.
+async fn gateway_streamed(
+    api: &RuntimeApi,
+    event: Vec<u8>,
+    timeout: Duration,
+    request_id: &str,
+) -> Response {
+    let started = tokio::time::Instant::now();
+    let invoked =
+        tokio::time::timeout(STREAM_IDLE, api.invoke_with_response_stream(event, timeout)).await;
+    let streamed = match invoked {
+        Err(_) => {
+            return gateway_error(StatusCode::GATEWAY_TIMEOUT, "Endpoint request timed out");
+        }
+        Ok(Err(e)) => {
+            eprintln!("front: {} invocation failed: {e}", api.name);
+            return gateway_error(StatusCode::BAD_GATEWAY, "Internal server error");
+        }
+        Ok(Ok(Output::Buffered(_))) => {
+            eprintln!(
+                "front: {} answered buffered behind a streaming integration",
+                api.name
+            );
+            return gateway_error(StatusCode::BAD_GATEWAY, "Internal server error");
+        }
+        Ok(Ok(Output::Streamed(s))) => s,
+    };
+    let mut headers = streamed.headers;
+    for cookie in &streamed.cookies {
+        if let Ok(v) = HeaderValue::from_str(cookie) {
+            headers.append(header::SET_COOKIE, v);
+        }
+    }
+    finish_headers(&mut headers, request_id);
+    let (tx, rx) = mpsc::channel(16);
+    let cut = Arc::new(AtomicBool::new(false));
+    tokio::spawn(pump(
+        api.name,
+        streamed.body,
+        tx,
+        cut.clone(),
+        started + STREAM_LIMIT,
+    ));
+    let mut response = Response::new(Body::new(Chunks { rx, cut }));
+    *response.status_mut() = streamed.status;
+    *response.headers_mut() = headers;
+    response
+}
+
+/// Passes a streamed body on to the client within API Gateway's limits. The function's chunks
+/// go out in order, and a broken stream (an error trailer, the invocation's deadline) after
+/// them; at `end` (the whole response's limit), or after [`STREAM_IDLE`] without a chunk, the
+/// response is cut at once. Either way the client sees the body end without its last chunk.
+/// Returns when the body ended, was cut, or the client went away (dropping `from`).
+async fn pump(
+    who: &'static str,
+    mut from: mpsc::Receiver<Result<Bytes, String>>,
+    to: mpsc::Sender<Result<Bytes, String>>,
+    cut: Arc<AtomicBool>,
+    end: tokio::time::Instant,
+) {
+    let cut_off = |why: String| {
+        eprintln!("front: the {who} response is cut off: {why}");
+        cut.store(true, Ordering::SeqCst);
+    };
+    loop {
+        let next = tokio::select! {
+            _ = tokio::time::sleep_until(end) => {
+                return cut_off(format!("API Gateway's {STREAM_LIMIT:?} limit"));
+            }
+            r = tokio::time::timeout(STREAM_IDLE, from.recv()) => match r {
+                Ok(next) => next,
+                Err(_) => return cut_off(format!("no byte for {STREAM_IDLE:?} (the idle limit)")),
+            },
+        };
+        // The end of the body.
+        let Some(item) = next else { return };
+        let broken = item.is_err();
+        if let Err(e) = &item {
+            eprintln!("front: the {who} response is cut off: {e}");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(end) => {
+                return cut_off(format!("API Gateway's {STREAM_LIMIT:?} limit"));
+            }
+            sent = to.send(item) => if sent.is_err() || broken { return },
+        }
+    }
+}
+
+/// A response body fed by [`pump`]: each `Ok` a data frame, an `Err` (or the cut flag) the
+/// connection's end without the body's last chunk.
+struct Chunks {
+    rx: mpsc::Receiver<Result<Bytes, String>>,
+    cut: Arc<AtomicBool>,
+}
+
+impl HttpBody for Chunks {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let cut_off = || Poll::Ready(Some(Err(std::io::Error::other("the stream was cut"))));
+        if self.cut.load(Ordering::SeqCst) {
+            return cut_off();
+        }
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(None) if self.cut.load(Ordering::SeqCst) => cut_off(),
+            Poll::Ready(next) => {
+                Poll::Ready(next.map(|item| item.map(Frame::data).map_err(std::io::Error::other)))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 // ─────────────────────────────────────────────────────────────── the event source mapping
@@ -832,6 +1242,13 @@ pub struct Options {
     pub worker_timeout: Duration,
     /// `SWEEP_STALE_SECONDS` of the sweep function.
     pub sweep_stale_seconds: u64,
+    /// Whether the mcp API's integration streams, as template.yaml deploys it (the default):
+    /// the mcp function runs with `RESPONSE_STREAMING=true` and a 900 s timeout, and the front
+    /// passes its streamed answers on as they arrive. `false`: the buffered integration (the
+    /// 29 s integration timeout, a 30 s function, whole answers).
+    pub streaming: bool,
+    /// `STREAM_SECONDS` of the mcp function when streaming (`None`: its default, 840).
+    pub stream_seconds: Option<u64>,
 }
 
 impl Default for Options {
@@ -839,6 +1256,8 @@ impl Default for Options {
         Self {
             worker_timeout: Duration::from_secs(4),
             sweep_stale_seconds: 1,
+            streaming: true,
+            stream_seconds: None,
         }
     }
 }
@@ -954,6 +1373,12 @@ impl Env {
                         .env("AWS_LAMBDA_HTTP_IGNORE_STAGE_IN_PATH", "true");
                     if who == "mcp" {
                         cmd.env("STATE_KEY", "an-aws-functions-test-key-of-32-characters");
+                        if options.streaming {
+                            cmd.env("RESPONSE_STREAMING", "true");
+                            if let Some(s) = options.stream_seconds {
+                                cmd.env("STREAM_SECONDS", s.to_string());
+                            }
+                        }
                     }
                 }
                 "worker" => {
@@ -986,6 +1411,7 @@ impl Env {
             mcp: mcp.clone(),
             tasks: tasks.clone(),
             counts: counts.clone(),
+            streaming: options.streaming,
         });
         let (front_url, server) = serve(Router::new().fallback(gateway).with_state(front)).await;
         background.push(server);
