@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The serverless system on this machine — no AWS account, no Docker — in one command:
 #   1. moto (DynamoDB and SQS) on 127.0.0.1           (scripts/aws-emulator.sh)
-#   2. the table and the queue, made by our own code  (mcp-tasks-aws-dev setup)
+#   2. the table, the queue and its dead-letter queue as template.yaml deploys them (the
+#      5400 s visibility timeout, redrive after MAX_RECEIVES=5), made by our own code
+#      (mcp-tasks-aws-dev setup): a message the worker fails comes back after 90 minutes, as
+#      on AWS (VISIBILITY=60 scripts/aws-local.sh to see retries sooner)
 #   3. the Lambda functions under `cargo lambda watch` (cargo-lambda from PyPI, pinned) on
 #      127.0.0.1 only
 #   4. the SQS event source mapping, played by `mcp-tasks-aws-dev esm`: it long-polls the queue,
@@ -45,13 +48,12 @@ cargo build -q -p mcp-tasks-aws-dev
 dev="${CARGO_TARGET_DIR:-target}/debug/mcp-tasks-aws-dev"
 env_file="$tools/lambda.env"
 {
-  "$dev" setup
+  "$dev" setup --visibility-timeout "${VISIBILITY:-5400}" --max-receives 5
   echo "AWS_ENDPOINT_URL=$endpoint"
   echo "AWS_REGION=us-east-1"
   echo "AWS_ACCESS_KEY_ID=test"
   echo "AWS_SECRET_ACCESS_KEY=test"
   echo "STATE_KEY=local-development-only-state-key-0123456789"
-  echo "MAX_RECEIVES=5"
   # Local only: no tokens (the functions refuse to start without this or jwt settings).
   echo "AUTH_MODE=none"
 } > "$env_file"

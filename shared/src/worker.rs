@@ -427,7 +427,9 @@ impl Worker {
         let mut last_save = Instant::now();
         loop {
             if stepped && stop_at.is_some_and(|s| Instant::now() >= s) {
-                return self.hand_over(&mut task, ctx.raw_checkpoint(), owner).await;
+                return self
+                    .hand_over(&mut task, ctx.raw_checkpoint(), owner, deadline)
+                    .await;
             }
             let step = {
                 // A panicking step fails its task instead of taking the worker down with it.
@@ -438,8 +440,10 @@ impl Worker {
                         out = &mut fut => break Ok(out),
                         _ = tokio::time::sleep_until(next_check) => {
                             next_check = Instant::now() + self.settings.check_every;
-                            if let Some(i) = self.check(&mut task, owner, &progress).await? {
-                                break Err(i);
+                            // A hung store call must not hold the run past its hand-over.
+                            match before(stop_at, self.check(&mut task, owner, &progress)).await {
+                                Some(r) => if let Some(i) = r? { break Err(i) },
+                                None => break Err(Interrupt::Deadline),
                             }
                         }
                         // Dropping the step loses only its own work: the checkpoint before it
@@ -457,7 +461,9 @@ impl Worker {
                     return self.finish(&mut task, owner, |t| t.fail(err.clone())).await;
                 }
                 Err(Interrupt::Deadline) => {
-                    return self.hand_over(&mut task, ctx.raw_checkpoint(), owner).await;
+                    return self
+                        .hand_over(&mut task, ctx.raw_checkpoint(), owner, deadline)
+                        .await;
                 }
                 Err(i) => return self.interrupted(&mut task, owner, i).await,
             };
@@ -490,16 +496,34 @@ impl Worker {
                                 crate::jobs::poll_interval_for(left, floor).as_millis() as u64;
                         }
                         task.touch();
-                        if let Some(i) = self.write_or_check(&mut task, owner).await? {
-                            return self.interrupted(&mut task, owner, i).await;
+                        match before(stop_at, self.write_or_check(&mut task, owner)).await {
+                            Some(r) => {
+                                if let Some(i) = r? {
+                                    return self.interrupted(&mut task, owner, i).await;
+                                }
+                            }
+                            None => {
+                                return self
+                                    .hand_over(&mut task, ctx.raw_checkpoint(), owner, deadline)
+                                    .await;
+                            }
                         }
                         #[cfg(feature = "fault-injection")]
                         crate::fault::checkpoint_written(&task.task_id);
                     }
                     if Instant::now() >= next_check {
                         next_check = Instant::now() + self.settings.check_every;
-                        if let Some(i) = self.check(&mut task, owner, &progress).await? {
-                            return self.interrupted(&mut task, owner, i).await;
+                        match before(stop_at, self.check(&mut task, owner, &progress)).await {
+                            Some(r) => {
+                                if let Some(i) = r? {
+                                    return self.interrupted(&mut task, owner, i).await;
+                                }
+                            }
+                            None => {
+                                return self
+                                    .hand_over(&mut task, ctx.raw_checkpoint(), owner, deadline)
+                                    .await;
+                            }
                         }
                     }
                 }
@@ -680,7 +704,7 @@ impl Worker {
             }
             Interrupt::Deadline => {
                 let cp = task.checkpoint.clone();
-                self.hand_over(task, &cp, owner).await
+                self.hand_over(task, &cp, owner, None).await
             }
         }
     }
@@ -769,8 +793,34 @@ impl Worker {
         }
     }
 
-    /// Saves the checkpoint, releases the lease and enqueues a continuation.
+    /// Saves the checkpoint, releases the lease and enqueues a continuation — in time for the
+    /// invocation to answer before its `deadline`: a store or queue call that hangs (each
+    /// may take its client's whole operation timeout) fails the hand-over instead, so the
+    /// batch's other messages are still reported, and this one is delivered again (resuming
+    /// from the last checkpoint saved).
     async fn hand_over(
+        &self,
+        task: &mut TaskRecord,
+        checkpoint: &Value,
+        owner: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Outcome, WorkerError> {
+        let by = deadline.map(|d| {
+            let left = d.saturating_duration_since(Instant::now());
+            d - ANSWER_SLACK.min(left / 2)
+        });
+        match before(by, self.save_and_continue(task, checkpoint, owner)).await {
+            Some(out) => out,
+            None => {
+                tracing::warn!(task_id = %task.task_id, "worker.handover_timed_out");
+                Err(WorkerError::Store(StoreError::Backend(
+                    "the hand-over did not finish before the invocation's deadline".into(),
+                )))
+            }
+        }
+    }
+
+    async fn save_and_continue(
         &self,
         task: &mut TaskRecord,
         checkpoint: &Value,
@@ -831,6 +881,17 @@ fn adopt(task: &mut TaskRecord, stored: TaskRecord) {
         task.checkpoint = ours.checkpoint;
         task.cpu_ms = ours.cpu_ms;
         task.run_ms = ours.run_ms;
+    }
+}
+
+/// What a hand-over leaves of the invocation for its answer (the batch response).
+const ANSWER_SLACK: Duration = Duration::from_millis(250);
+
+/// `f`, unless `by` passes first (`None`: then the call is abandoned). Without `by`, `f`.
+async fn before<T>(by: Option<Instant>, f: impl std::future::Future<Output = T>) -> Option<T> {
+    match by {
+        Some(at) => tokio::time::timeout_at(at, f).await.ok(),
+        None => Some(f.await),
     }
 }
 
@@ -1386,6 +1447,97 @@ mod tests {
         assert_eq!(out, Outcome::Continued);
         let done = status(&r, &msg).await.checkpoint.as_u64().unwrap_or(0);
         assert!(done > 0, "no progress before the hand-over");
+    }
+
+    /// A store whose writes hang for ever after the first `ok` of them (a connection the
+    /// other side accepted and never answers, within the client's operation timeout).
+    struct HangsAfter {
+        inner: MemoryStore,
+        ok: usize,
+        writes: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl TaskStore for HangsAfter {
+        async fn create(&self, task: &TaskRecord, args: &Value) -> Result<(), StoreError> {
+            self.inner.create(task, args).await
+        }
+        async fn get(&self, tenant: &str, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+            if self.writes.load(Ordering::SeqCst) > self.ok {
+                std::future::pending::<()>().await;
+            }
+            self.inner.get(tenant, id).await
+        }
+        async fn arguments(&self, tenant: &str, id: &str) -> Result<Option<Value>, StoreError> {
+            self.inner.arguments(tenant, id).await
+        }
+        async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
+            if self.writes.fetch_add(1, Ordering::SeqCst) >= self.ok {
+                std::future::pending::<()>().await;
+            }
+            self.inner.update(task).await
+        }
+        async fn list_active(
+            &self,
+            after: Option<&crate::store::TaskKey>,
+            limit: usize,
+        ) -> Result<Vec<crate::store::TaskKey>, StoreError> {
+            self.inner.list_active(after, limit).await
+        }
+        async fn list_expired(
+            &self,
+            now: u64,
+            limit: usize,
+        ) -> Result<Vec<crate::store::TaskKey>, StoreError> {
+            self.inner.list_expired(now, limit).await
+        }
+        async fn delete(&self, tenant: &str, id: &str) -> Result<(), StoreError> {
+            self.inner.delete(tenant, id).await
+        }
+    }
+
+    /// A store call that hangs mid-run (a checkpoint write, then the hand-over's own) never
+    /// holds the run past its invocation: the worker gives up on it and answers in time, so the
+    /// batch's other messages are still reported.
+    #[tokio::test(start_paused = true)]
+    async fn a_hung_store_call_never_holds_a_run_past_its_deadline() {
+        let store = Arc::new(HangsAfter {
+            inner: MemoryStore::new(),
+            ok: 3,
+            writes: AtomicUsize::new(0),
+        });
+        let (queue, mut rx) = LocalQueue::new();
+        let queue = Arc::new(queue);
+        let counter = Arc::new(Counter {
+            def: ToolDef {
+                name: "count",
+                description: "test tool",
+                input_schema: json!({"type": "object"}),
+                policy: Policy::Optional,
+            },
+            finished: Arc::new(AtomicUsize::new(0)),
+        });
+        let tools = Arc::new(Registry::new(vec![counter as Arc<dyn Tool>]));
+        let engine = Engine::new(store.clone(), queue.clone(), TaskSettings::default());
+        let worker = Worker::new(store, queue, tools, fast());
+        engine
+            .create_task(
+                "t",
+                "count",
+                json!({"n": 1000, "ms": 10}),
+                Value::Null,
+                json!({}),
+            )
+            .await
+            .unwrap();
+        let msg = rx.recv().await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let out =
+            tokio::time::timeout(Duration::from_secs(60), worker.handle(&msg, Some(deadline)))
+                .await
+                .expect("the run ends although the store hangs");
+        assert!(Instant::now() < deadline, "answered in time");
+        assert!(out.is_err(), "the message is retried: {out:?}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -181,3 +181,85 @@ async fn each_message_carries_its_tenants_message_group() {
     }
     assert_eq!(seen, 2);
 }
+
+/// `mcp-tasks-aws-dev setup` (scripts/aws-local.sh) makes the queue as template.yaml deploys
+/// it: the visibility timeout given, and a dead-letter queue that a message reaches after the
+/// given number of deliveries.
+#[tokio::test]
+async fn the_local_queue_has_the_templates_dead_letter_queue() {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let Some(endpoint) = common::endpoints("aws_sqs", [common::SQS]).map(|[e]| e) else {
+        return;
+    };
+    let client = client(&endpoint).await;
+    let name = common::unique("mcp-tasks-redrive");
+    let (url, dlq) = SqsQueue::create_queue_with_dlq(&client, &name, Duration::from_secs(5400), 2)
+        .await
+        .expect("the queues");
+    // Idempotent with the same settings (aws-local.sh runs it on every start).
+    let again = SqsQueue::create_queue_with_dlq(&client, &name, Duration::from_secs(5400), 2)
+        .await
+        .expect("the queues again");
+    assert_eq!(again, (url.clone(), dlq.clone()));
+    let attrs = client
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(A::All)
+        .send()
+        .await
+        .expect("GetQueueAttributes")
+        .attributes
+        .unwrap_or_default();
+    assert_eq!(
+        attrs.get(&A::VisibilityTimeout).map(String::as_str),
+        Some("5400")
+    );
+    let redrive: serde_json::Value =
+        serde_json::from_str(attrs.get(&A::RedrivePolicy).expect("a redrive policy")).unwrap();
+    assert_eq!(redrive["maxReceiveCount"].as_u64(), Some(2), "{redrive}");
+
+    // Two deliveries without a delete, and the message is in the dead-letter queue.
+    client
+        .send_message()
+        .queue_url(&url)
+        .message_body("poison")
+        .send()
+        .await
+        .expect("SendMessage");
+    for _ in 0..2 {
+        let got = client
+            .receive_message()
+            .queue_url(&url)
+            .visibility_timeout(0)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .expect("ReceiveMessage");
+        assert_eq!(got.messages().len(), 1, "delivered again");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let _ = client
+            .receive_message()
+            .queue_url(&url)
+            .visibility_timeout(0)
+            .send()
+            .await
+            .expect("ReceiveMessage");
+        let dead = client
+            .receive_message()
+            .queue_url(&dlq)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .expect("ReceiveMessage (dead-letter)");
+        if let Some(m) = dead.messages().first() {
+            assert_eq!(m.body(), Some("poison"));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the message never reached the dead-letter queue"
+        );
+    }
+}

@@ -22,12 +22,20 @@ use serde_json::{Value, json};
 #[derive(Parser)]
 #[command(name = "mcp-tasks-aws-dev", about = "Local AWS development helpers")]
 enum Cli {
-    /// Create the table and the queue (idempotent) and print TABLE_NAME and QUEUE_URL.
+    /// Create the table, the queue and its dead-letter queue as template.yaml deploys them
+    /// (idempotent) and print TABLE_NAME, QUEUE_URL, DLQ_URL and MAX_RECEIVES.
     Setup {
         #[arg(long, default_value = "mcp-tasks")]
         table: String,
         #[arg(long, default_value = "mcp-tasks-work")]
         queue: String,
+        /// The queue's visibility timeout, in seconds (template.yaml's WorkQueue: 5400, the
+        /// worker's 900 s timeout six times over, as AWS advises for a Lambda source).
+        #[arg(long, default_value_t = 5400, value_parser = clap::value_parser!(u64).range(0..=43_200))]
+        visibility_timeout: u64,
+        /// Deliveries before the dead-letter queue (template.yaml's MaxReceiveCount default).
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        max_receives: u32,
     },
     /// Add `tenant_active` to active tasks written before that index existed (run once after
     /// the deploy that added it; idempotent). Prints how many items it changed.
@@ -57,15 +65,27 @@ const LONG_POLL: Duration = Duration::from_secs(5);
 async fn main() -> anyhow::Result<()> {
     let config = sdk_config().await;
     match Cli::parse() {
-        Cli::Setup { table, queue } => {
+        Cli::Setup {
+            table,
+            queue,
+            visibility_timeout,
+            max_receives,
+        } => {
             dynamo::create_table(&dynamodb_client(&config), &table)
                 .await
                 .context("creating the table")?;
-            let url = SqsQueue::create_queue(&sqs_client(&config), &queue)
-                .await
-                .context("creating the queue")?;
+            let (url, dlq) = SqsQueue::create_queue_with_dlq(
+                &sqs_client(&config),
+                &queue,
+                Duration::from_secs(visibility_timeout),
+                max_receives,
+            )
+            .await
+            .context("creating the queue and its dead-letter queue")?;
             println!("TABLE_NAME={table}");
             println!("QUEUE_URL={url}");
+            println!("DLQ_URL={dlq}");
+            println!("MAX_RECEIVES={max_receives}");
         }
         Cli::Backfill { table } => {
             let store = dynamo::DynamoStore::new(dynamodb_client(&config), table);

@@ -3,13 +3,13 @@
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Error, LambdaEvent, run, service_fn, tracing};
-use mcp_tasks_core::aws::lambda::{Config, Ports, Role, SqsWorker, flush_metrics, instant_at};
+use mcp_tasks_core::aws::lambda::{Config, Ports, Role, SqsWorker, flush_metrics, worker_deadline};
 
 async fn handler(
     worker: &SqsWorker,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
-    let deadline = instant_at(event.context.deadline());
+    let deadline = worker_deadline(event.context.deadline());
     let response = worker.handle(event.payload, deadline).await;
     flush_metrics("worker");
     Ok(response)

@@ -507,6 +507,22 @@ pub fn request_deadline(deadline: SystemTime) -> Option<Instant> {
     (at > Instant::now()).then_some(at)
 }
 
+/// The deadline a worker batch runs within: the Lambda context's. `cargo lambda watch` (the
+/// local serverless run, `scripts/aws-local.sh`) hands every invocation a deadline already
+/// past, which would make each job run one step and hand over; such a deadline is replaced by
+/// Lambda's longest timeout from now (the template's worker timeout), as deployed.
+pub fn worker_deadline(deadline: SystemTime) -> Instant {
+    request_deadline(deadline).unwrap_or_else(|| {
+        tracing::warn!(
+            "worker.deadline_in_the_past: taking 900 s from now (only the local emulated runtime does this)"
+        );
+        Instant::now() + LAMBDA_MAX_TIMEOUT
+    })
+}
+
+/// Lambda's longest function timeout (the worker's in template.yaml).
+const LAMBDA_MAX_TIMEOUT: Duration = Duration::from_secs(900);
+
 /// One HTTP invocation of the `function` function (`mcp`, `tasks`): `answer` runs within the
 /// invocation's deadline (from the Lambda context's `deadline`, see [`request_deadline`]), so
 /// that no wait outlives the function's timeout, and what it counted is written as EMF lines
@@ -1107,6 +1123,15 @@ mod tests {
             None,
             "purged all the same"
         );
+    }
+
+    #[test]
+    fn a_worker_given_a_past_deadline_gets_lambdas_longest() {
+        let past = SystemTime::now() - Duration::from_secs(5);
+        let d = worker_deadline(past);
+        assert!(d > Instant::now() + Duration::from_secs(890), "{d:?}");
+        let soon = SystemTime::now() + Duration::from_secs(30);
+        assert!(worker_deadline(soon) <= Instant::now() + Duration::from_secs(30));
     }
 
     #[test]

@@ -65,6 +65,57 @@ impl SqsQueue {
             .map(str::to_owned)
             .ok_or_else(|| QueueError("CreateQueue returned no queue URL".into()))
     }
+
+    /// Creates (or finds) the queue `name` as template.yaml deploys it: a dead-letter queue
+    /// `{name}-dlq` (14 days' retention) that a message reaches after `max_receives`
+    /// deliveries, and `visibility` as the queue's visibility timeout. Idempotent with the
+    /// same settings. Returns the queue's and the dead-letter queue's URLs.
+    pub async fn create_queue_with_dlq(
+        client: &Client,
+        name: &str,
+        visibility: Duration,
+        max_receives: u32,
+    ) -> Result<(String, String), QueueError> {
+        use aws_sdk_sqs::types::QueueAttributeName as A;
+        let fail = |what: &str, e: String| QueueError(format!("{what}: {e}"));
+        let dlq = client
+            .create_queue()
+            .queue_name(format!("{name}-dlq"))
+            .attributes(A::MessageRetentionPeriod, "1209600")
+            .send()
+            .await
+            .map_err(|e| {
+                fail(
+                    "CreateQueue (dead-letter)",
+                    DisplayErrorContext(e).to_string(),
+                )
+            })?
+            .queue_url
+            .ok_or_else(|| QueueError("CreateQueue returned no queue URL".into()))?;
+        let arn = client
+            .get_queue_attributes()
+            .queue_url(&dlq)
+            .attribute_names(A::QueueArn)
+            .send()
+            .await
+            .map_err(|e| fail("GetQueueAttributes", DisplayErrorContext(e).to_string()))?
+            .attributes
+            .and_then(|mut a| a.remove(&A::QueueArn))
+            .ok_or_else(|| QueueError("the dead-letter queue has no QueueArn".into()))?;
+        let redrive =
+            serde_json::json!({"deadLetterTargetArn": arn, "maxReceiveCount": max_receives});
+        let url = client
+            .create_queue()
+            .queue_name(name)
+            .attributes(A::VisibilityTimeout, visibility.as_secs().to_string())
+            .attributes(A::RedrivePolicy, redrive.to_string())
+            .send()
+            .await
+            .map_err(|e| fail("CreateQueue", DisplayErrorContext(e).to_string()))?
+            .queue_url
+            .ok_or_else(|| QueueError("CreateQueue returned no queue URL".into()))?;
+        Ok((url, dlq))
+    }
 }
 
 /// `DelaySeconds` for a delay: rounded up to whole seconds, capped at [`MAX_DELAY`].
