@@ -20,7 +20,7 @@ mod common;
 mod support;
 mod support_aws;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mcp_tasks_core::store::TaskStore as _;
 use mcp_tasks_core::task::{TaskRecord, new_task_id};
@@ -223,7 +223,9 @@ async fn cancel_of_a_running_task_is_final() {
         return;
     };
     let c = env.client().with_tasks();
-    let id = c.tool("wait", json!({"seconds": 60})).await["taskId"]
+    // A job that computes (a `wait` sleeps without a run: see the next test).
+    let args = json!({"seed": "cancel", "rounds": 4_000_000, "pace_ms": 2000});
+    let id = c.tool("hash_chain", args).await["taskId"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -231,7 +233,7 @@ async fn cancel_of_a_running_task_is_final() {
     let running = poll(&c, &id, WITHIN, |t| {
         t["statusMessage"]
             .as_str()
-            .is_some_and(|m| m.starts_with("Waited"))
+            .is_some_and(|m| m.starts_with("Hashed"))
     })
     .await;
     assert_eq!(running["status"], "working", "{running}");
@@ -255,9 +257,9 @@ async fn cancel_of_a_running_task_is_final() {
     c.call("tasks/cancel", json!({"taskId": id})).await;
     assert_eq!(c.get_task(&id).await, settled);
     assert_routed(&env);
-    env.report("wait: create → working → tasks/cancel → cancelled");
+    env.report("hash_chain: create → working → tasks/cancel → cancelled");
     // Created = finished, as EMF lines: the one task, cancelled.
-    let tool = ("tool", "wait");
+    let tool = ("tool", "hash_chain");
     assert_eq!(
         emf_settled(&env, None, "tasks_created", &[tool], 1).await,
         1
@@ -273,6 +275,75 @@ async fn cancel_of_a_running_task_is_final() {
             0
         );
     }
+}
+
+/// A `wait` is parked, not run: a minute of waiting costs a few short worker invocations (the
+/// park, the wake), a sleeping task is cancelled at once, and the sweep leaves it alone. (A
+/// one-hour wait is the same with three more messages: SQS delays at most 15 minutes, and a
+/// message that comes early is given back until the task wakes — the worker's unit tests.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_wait_sleeps_without_holding_a_worker() {
+    let Some(env) = Env::start("sleep", Options::default()).await else {
+        return;
+    };
+    let c = env.client().with_tasks();
+    let started = Instant::now();
+    let id = c.tool("wait", json!({"seconds": 60})).await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let asleep = poll(&c, &id, WITHIN, |t| {
+        t["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Waiting"))
+    })
+    .await;
+    assert_eq!(asleep["status"], "working", "{asleep}");
+    assert!(
+        asleep["pollIntervalMs"].as_u64().unwrap() >= 5000,
+        "a sleeping task is polled slowly: {asleep}"
+    );
+    // Another one, cancelled while it sleeps: at once, with nothing to stop.
+    let other = c.tool("wait", json!({"seconds": 600})).await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    poll(&c, &other, WITHIN, |t| {
+        t["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Waiting"))
+    })
+    .await;
+    let asked = Instant::now();
+    c.call("tasks/cancel", json!({"taskId": other})).await;
+    assert_eq!(c.get_task(&other).await["status"], "cancelled");
+    let cancel_took = asked.elapsed();
+    assert!(cancel_took < Duration::from_secs(1), "{cancel_took:?}");
+    // The sweep, run while it sleeps (idle for more than SWEEP_STALE_SECONDS), leaves it be.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let report = env.run_sweep().await;
+    assert_eq!(report["requeued"], 0, "{report}");
+    let done = poll_terminal(&c, &id, Duration::from_secs(90)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Waited 60 s.",
+        "{done}"
+    );
+    let took = started.elapsed();
+    assert!(took >= Duration::from_secs(60), "woke early: {took:?}");
+    let busy = env
+        .worker
+        .busy_ms
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let runs = env.worker_invocations_for(&id);
+    eprintln!(
+        "SLEEP: a 60 s wait done in {took:.1?}: {runs} worker invocations, {busy} ms of worker \
+         time for both tasks; cancel of a sleeping task answered in {cancel_took:?}"
+    );
+    assert!(runs <= 3, "{runs} worker invocations for one wait");
+    // Scaled: the one-hour budget is 10 invocation-seconds; a minute may take a fraction.
+    assert!(busy <= 5_000, "{busy} ms of worker time");
+    env.report("wait 60 s: create → sleep (parked) → wake → completed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

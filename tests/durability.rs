@@ -65,6 +65,38 @@ async fn a_job_killed_mid_run_resumes_from_its_checkpoint_and_completes_once() {
     assert!(log2.contains("recovered unfinished tasks"));
 }
 
+/// A sleeping `wait` holds nothing but its record: killed mid-sleep, the server's restart
+/// recovery finds it, gives it back to the queue until its wake time, and it completes then —
+/// not early, not lost, once.
+#[tokio::test]
+async fn a_sleeping_wait_survives_a_restart_and_wakes_on_time() {
+    let dir = data_dir();
+    let first = Server::start(dir.path(), &[]);
+    let c = first.client().with_tasks();
+    let created = std::time::Instant::now();
+    let id = c.tool("wait", json!({"seconds": 6})).await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    c.wait_task(&id, Duration::from_secs(5), |t| {
+        t["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Waiting"))
+    })
+    .await;
+    first.kill();
+    let second = Server::start(dir.path(), &[]);
+    let c = second.client().with_tasks();
+    let asleep = c.get_task(&id).await;
+    assert_eq!(asleep["status"], "working", "{asleep}");
+    let done = c.wait_terminal(&id, Duration::from_secs(20)).await;
+    let took = created.elapsed();
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "Waited 6 s.");
+    assert!(took >= Duration::from_secs(6), "woke early: {took:?}");
+    assert!(took < Duration::from_secs(12), "woke late: {took:?}");
+}
+
 #[tokio::test]
 async fn finished_tasks_survive_a_restart() {
     let dir = data_dir();

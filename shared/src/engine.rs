@@ -459,9 +459,15 @@ impl Engine {
             };
             let unheld = task.lease.as_ref().is_none_or(|l| l.expires_at_ms <= now);
             // An expired task is gone for clients and about to be purged: no more work on it.
+            // A sleeping job is brought back by its own delayed message; only one that should
+            // have woken `stale` ago and did not is an orphan.
+            let asleep = task
+                .wake_at_ms
+                .is_some_and(|w| now.saturating_sub(w) < stale_ms);
             if task.status == TaskStatus::Working
                 && !task.is_expired(now)
                 && unheld
+                && !asleep
                 && now.saturating_sub(task.last_updated_at_ms) >= stale_ms
             {
                 self.send(&task, WorkKind::Recover).await;

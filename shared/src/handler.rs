@@ -1092,6 +1092,12 @@ impl McpService {
             loop {
                 match tool.step(&ctx).await? {
                     Step::Continue(cp) => ctx.set_checkpoint(cp),
+                    // The client waits on this call: the run sleeps in place (within the
+                    // budget, like any step).
+                    Step::Sleep(cp, d) => {
+                        ctx.set_checkpoint(cp);
+                        tokio::time::sleep(d).await;
+                    }
                     other => return Ok(other),
                 }
             }
@@ -1113,7 +1119,9 @@ impl McpService {
             Ok(Ok(Step::NeedInput(reqs))) => {
                 self.input_required(tenant, name, arguments, &ctx, reqs.into_iter().collect())
             }
-            Ok(Ok(Step::Continue(_))) => unreachable!("the loop only returns final steps"),
+            Ok(Ok(Step::Continue(_) | Step::Sleep(..))) => {
+                unreachable!("the loop only returns final steps")
+            }
             Ok(Err(e)) => self.job_error(e),
             Err(_) if policy == Policy::Optional => {
                 CallOutcome::Error(McpError::tasks_extension_required(format!(

@@ -32,6 +32,12 @@ pub enum Step {
     NeedInput(BTreeMap<String, Value>),
     /// Finished with a `CallToolResult`.
     Done(Value),
+    /// Nothing to do for this long (an upstream to poll later, a time to wait for); the value
+    /// is the checkpoint to resume from. A task is parked without holding a worker: its
+    /// checkpoint is saved and the queue brings it back when the time is up (on AWS, SQS
+    /// `DelaySeconds`, chained past 15 minutes; locally, a timer), and a cancel ends it at
+    /// once. An inline synchronous call simply sleeps (see [`JobContext::sleep_is_free`]).
+    Sleep(Value, Duration),
 }
 
 /// How a step failed.
@@ -145,6 +151,9 @@ pub struct JobContext {
     cpu_used_ms: Arc<AtomicU64>,
     /// The job's latest estimate of the time it still needs, in ms (`u64::MAX`: none given).
     remaining_ms: Arc<AtomicU64>,
+    /// Whether a [`Step::Sleep`] parks the job without holding anything (a task run by the
+    /// worker) rather than sleeping in place (an inline call, whose client is waiting).
+    sleep_is_free: bool,
 }
 
 impl JobContext {
@@ -166,7 +175,21 @@ impl JobContext {
             tenant: String::new(),
             cpu_used_ms: Arc::default(),
             remaining_ms: Arc::new(AtomicU64::new(u64::MAX)),
+            sleep_is_free: false,
         }
+    }
+
+    /// The same context, for a run whose [`Step::Sleep`] parks the task (the worker's).
+    pub fn parking(mut self) -> Self {
+        self.sleep_is_free = true;
+        self
+    }
+
+    /// Whether a [`Step::Sleep`] costs nothing here: true for a task, whose worker is freed
+    /// while it sleeps; false for an inline synchronous call, where the run sleeps in place
+    /// and a client waits on its stream (a job may prefer short slices with progress there).
+    pub fn sleep_is_free(&self) -> bool {
+        self.sleep_is_free
     }
 
     /// The same context, run on behalf of `tenant` (whose turn on the CPU pool it takes).

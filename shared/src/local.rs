@@ -28,7 +28,7 @@ use crate::store::embedded::EmbeddedStore;
 use crate::store::metered::Metered;
 use crate::store::watch::{ChangeFeed, Watched, Watchers};
 use crate::tools::{Registry, Tool};
-use crate::worker::{Worker, WorkerSettings};
+use crate::worker::{Outcome, Worker, WorkerSettings};
 
 /// Which tool set to serve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,6 +285,7 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
 
     tokio::spawn(run_worker_pool(
         worker,
+        queue.clone(),
         rx,
         FairGate::new(opts.max_concurrent_jobs, opts.tasks.quotas.max_running_jobs),
         stop.clone(),
@@ -349,6 +350,7 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
 /// waiting set is bounded by the tenants' active tasks.
 async fn run_worker_pool(
     worker: Arc<Worker>,
+    queue: Arc<dyn WorkQueue>,
     mut rx: mpsc::UnboundedReceiver<WorkMessage>,
     gate: Arc<FairGate>,
     mut stop: watch::Receiver<bool>,
@@ -368,6 +370,7 @@ async fn run_worker_pool(
             continue;
         }
         let (worker, gate, waiting) = (worker.clone(), gate.clone(), waiting.clone());
+        let queue = queue.clone();
         let mut stop = stop.clone();
         tokio::spawn(async move {
             let place = tokio::select! {
@@ -381,9 +384,22 @@ async fn run_worker_pool(
             let Some(_place) = place else { return };
             // `Outcome::Busy` is dropped too: after start-up recovery every live lease belongs
             // to a run in this process, which finishes the job itself.
-            if let Err(e) = worker.handle(&msg, None).await {
+            match worker.handle(&msg, None).await {
+                // Too early (a tool not known yet; a sleeping job re-sent by start-up recovery,
+                // whose wake-up is rescheduled): back in the queue after the delay.
+                Ok(Outcome::Deferred(delay)) => {
+                    if let Err(e) = queue.enqueue(msg, delay).await {
+                        tracing::warn!(error = %e, "deferring a task failed; the sweep re-sends it");
+                    }
+                }
+                Ok(Outcome::Rescheduled(next, delay)) => {
+                    if let Err(e) = queue.enqueue(next, delay).await {
+                        tracing::warn!(error = %e, "rescheduling a sleeping task failed; the sweep re-sends it");
+                    }
+                }
+                Ok(_) => {}
                 // The store failed; the sweep re-enqueues the task later.
-                tracing::error!(task_id = %msg.task_id, error = %e, "worker failed");
+                Err(e) => tracing::error!(task_id = %msg.task_id, error = %e, "worker failed"),
             }
         });
     }
@@ -431,7 +447,13 @@ mod tests {
         let gate = FairGate::new(1, 1);
         let held = gate.acquire("someone-else").await;
         let (_stop_tx, stop) = watch::channel(false);
-        tokio::spawn(run_worker_pool(worker, rx, gate.clone(), stop));
+        tokio::spawn(run_worker_pool(
+            worker,
+            queue.clone(),
+            rx,
+            gate.clone(),
+            stop,
+        ));
         let task = engine
             .create_task(
                 "t",

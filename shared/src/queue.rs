@@ -23,6 +23,10 @@ pub enum WorkKind {
     Continue,
     /// Start-up recovery or the orphan sweep found the task without a worker.
     Recover,
+    /// A sleeping job's wake-up (or one hop of it, past SQS's 15-minute delay), for the
+    /// task's wake sequence number: a copy from an earlier sequence is stale and dropped, so
+    /// duplicate deliveries never fork the chain.
+    Wake(u32),
 }
 
 /// One unit of work: which task to advance.

@@ -162,6 +162,16 @@ pub struct TaskRecord {
     /// checked against the per-task wall-time quota).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub run_ms: u64,
+    /// While the job sleeps ([`crate::jobs::Step::Sleep`]): when it wakes (epoch ms). A message
+    /// that brings the task back earlier is given back to the queue until then; the sweep
+    /// leaves it alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_at_ms: Option<u64>,
+    /// The wake sequence: bumped (conditionally) by every park and every hop of a long sleep;
+    /// only a [`crate::queue::WorkKind::Wake`] message of the current number continues the
+    /// chain.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub wake_seq: u32,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -210,6 +220,8 @@ impl TaskRecord {
             client_capabilities,
             cpu_ms: 0,
             run_ms: 0,
+            wake_at_ms: None,
+            wake_seq: 0,
         }
     }
 

@@ -100,12 +100,18 @@ pub enum Outcome {
     WaitingForInput,
     /// The job stopped before the deadline and enqueued a continuation.
     Continued,
+    /// The job sleeps ([`Step::Sleep`]): its checkpoint is saved, nothing holds it, and a
+    /// message delayed until it wakes (at most SQS's 15 minutes, then again) brings it back.
+    Sleeping(Duration),
     /// Another writer took over (cancel, lost lease); nothing more for us to do.
     Superseded,
     /// The task's tenant already runs as many jobs as it may: nothing was run or written; send
     /// the work again after this long (an SQS consumer re-sends a fresh message and deletes
     /// this one, so waiting its turn never counts towards the dead-letter limit).
     Deferred(Duration),
+    /// A sleeping job's message came before its wake time: send this message (the next hop of
+    /// its wake-up chain) after this long, and delete the one handled.
+    Rescheduled(WorkMessage, Duration),
 }
 
 /// How long a message waits when its tenant is at its running-jobs limit.
@@ -338,6 +344,30 @@ impl Worker {
                     l.expires_at_ms - now,
                 ))));
             }
+            // A sleeping job's message came early (a delay past SQS's 15 minutes is a chain
+            // of messages; a restart re-sends every working task): the next hop of its
+            // wake-up, under a new sequence number taken with a conditional write, so that a
+            // duplicate of this message (or of an older hop) finds itself stale and is dropped
+            // instead of forking the chain.
+            if let Some(wake) = task.wake_at_ms.filter(|w| *w > now) {
+                if matches!(msg.kind, WorkKind::Wake(seq) if seq != task.wake_seq) {
+                    return Ok(Err(Outcome::Dropped));
+                }
+                task.wake_seq = task.wake_seq.wrapping_add(1);
+                match self.store.update(&task).await {
+                    Ok(_) => {
+                        let next = WorkMessage {
+                            tenant: task.tenant.clone(),
+                            task_id: task.task_id.clone(),
+                            kind: WorkKind::Wake(task.wake_seq),
+                        };
+                        let delay = Duration::from_millis(wake - now);
+                        return Ok(Err(Outcome::Rescheduled(next, delay)));
+                    }
+                    Err(StoreError::Conflict) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
             if self.tools.get(&task.tool).is_none()
                 && now.saturating_sub(task.created_at_ms)
                     < self.settings.unknown_tool_grace.as_millis() as u64
@@ -365,6 +395,10 @@ impl Worker {
                 owner: owner.to_owned(),
                 expires_at_ms: now + self.settings.lease.as_millis() as u64,
             });
+            // Awake: what it said while asleep ("waiting …") is over.
+            if task.wake_at_ms.take().is_some() {
+                task.status_message = None;
+            }
             task.attempts += 1;
             match self.store.update(&task).await {
                 Ok(v) => {
@@ -408,7 +442,8 @@ impl Worker {
             task.client_capabilities.clone(),
             progress.clone(),
         )
-        .for_tenant(&task.tenant);
+        .for_tenant(&task.tenant)
+        .parking();
         // What earlier runs used, plus this run's, against the per-task quotas.
         let (base_cpu_ms, base_run_ms, run_started) = (task.cpu_ms, task.run_ms, Instant::now());
         // Keep the margin, but never more than half of the time left. And whatever the
@@ -440,8 +475,11 @@ impl Worker {
                         out = &mut fut => break Ok(out),
                         _ = tokio::time::sleep_until(next_check) => {
                             next_check = Instant::now() + self.settings.check_every;
-                            // A hung store call must not hold the run past its hand-over.
-                            match before(stop_at, self.check(&mut task, owner, &progress)).await {
+                            // A hung store call must not hold the run past its hand-over
+                            // once a step is done (the first step always completes: the
+                            // promise that every run makes progress).
+                            let by = if stepped { stop_at } else { None };
+                            match before(by, self.check(&mut task, owner, &progress)).await {
                                 Some(r) => if let Some(i) = r? { break Err(i) },
                                 None => break Err(Interrupt::Deadline),
                             }
@@ -526,6 +564,26 @@ impl Worker {
                             }
                         }
                     }
+                }
+                Ok(Step::Sleep(cp, d)) if d < PARK_AFTER => {
+                    // Too short to be worth a message: sleep in place, like a step.
+                    ctx.set_checkpoint(cp);
+                    tokio::time::sleep(d).await;
+                }
+                Ok(Step::Sleep(cp, d)) => {
+                    ctx.set_checkpoint(cp);
+                    if let Some(m) = progress.latest_message() {
+                        task.status_message = Some(m);
+                    }
+                    let floor = self.settings.poll_interval_floor;
+                    task.poll_interval_ms =
+                        crate::jobs::poll_interval_for(d, floor).as_millis() as u64;
+                    let wake = Wake {
+                        at_ms: now_ms() + d.as_millis() as u64,
+                        delay: d,
+                    };
+                    let cp = ctx.raw_checkpoint().clone();
+                    return self.park(&mut task, &cp, owner, deadline, wake).await;
                 }
                 Ok(Step::NeedInput(requests)) => {
                     if let Err(e) = task.clone().require_input(requests.clone()) {
@@ -805,11 +863,12 @@ impl Worker {
         owner: &str,
         deadline: Option<Instant>,
     ) -> Result<Outcome, WorkerError> {
-        let by = deadline.map(|d| {
-            let left = d.saturating_duration_since(Instant::now());
-            d - ANSWER_SLACK.min(left / 2)
-        });
-        match before(by, self.save_and_continue(task, checkpoint, owner)).await {
+        match before(
+            answer_by(deadline),
+            self.save_and_continue(task, checkpoint, owner, None),
+        )
+        .await
+        {
             Some(out) => out,
             None => {
                 tracing::warn!(task_id = %task.task_id, "worker.handover_timed_out");
@@ -820,16 +879,44 @@ impl Worker {
         }
     }
 
+    /// Parks a sleeping job: saves its checkpoint and wake time, releases it, and enqueues its
+    /// continuation delayed until it wakes — within the invocation's `deadline`, as a
+    /// hand-over.
+    async fn park(
+        &self,
+        task: &mut TaskRecord,
+        checkpoint: &Value,
+        owner: &str,
+        deadline: Option<Instant>,
+        wake: Wake,
+    ) -> Result<Outcome, WorkerError> {
+        let parked = self.save_and_continue(task, checkpoint, owner, Some(wake));
+        match before(answer_by(deadline), parked).await {
+            Some(out) => out,
+            None => {
+                tracing::warn!(task_id = %task.task_id, "worker.park_timed_out");
+                Err(WorkerError::Store(StoreError::Backend(
+                    "parking the job did not finish before the invocation's deadline".into(),
+                )))
+            }
+        }
+    }
+
     async fn save_and_continue(
         &self,
         task: &mut TaskRecord,
         checkpoint: &Value,
         owner: &str,
+        wake: Option<Wake>,
     ) -> Result<Outcome, WorkerError> {
         loop {
             let mut next = task.clone();
             next.checkpoint = checkpoint.clone();
             next.lease = None;
+            next.wake_at_ms = wake.map(|w| w.at_ms);
+            if wake.is_some() {
+                next.wake_seq = next.wake_seq.wrapping_add(1);
+            }
             next.touch();
             match self.store.update(&next).await {
                 Ok(v) => {
@@ -858,16 +945,25 @@ impl Worker {
                 Err(e) => return Err(e.into()),
             }
         }
+        let delay = wake.map_or(Duration::ZERO, |w| w.delay);
+        let kind = match wake {
+            Some(_) => WorkKind::Wake(task.wake_seq),
+            None => WorkKind::Continue,
+        };
         self.queue
             .enqueue(
                 WorkMessage {
                     tenant: task.tenant.clone(),
                     task_id: task.task_id.clone(),
-                    kind: WorkKind::Continue,
+                    kind,
                 },
-                Duration::ZERO,
+                delay,
             )
             .await?;
+        if wake.is_some() {
+            tracing::info!(task_id = %task.task_id, sleep_ms = delay.as_millis() as u64, "task.sleeping");
+            return Ok(Outcome::Sleeping(delay));
+        }
         tracing::info!(task_id = %task.task_id, "task.continued");
         Ok(Outcome::Continued)
     }
@@ -884,8 +980,33 @@ fn adopt(task: &mut TaskRecord, stored: TaskRecord) {
     }
 }
 
+/// A sleep shorter than this is slept in place: a message, a write and an invocation cost
+/// more than a second of the run it would free.
+pub const PARK_AFTER: Duration = Duration::from_secs(1);
+
+/// When a parked job wakes, and the delay of the message that brings it back.
+#[derive(Debug, Clone, Copy)]
+struct Wake {
+    at_ms: u64,
+    delay: Duration,
+}
+
 /// What a hand-over leaves of the invocation for its answer (the batch response).
 const ANSWER_SLACK: Duration = Duration::from_millis(250);
+
+/// When a hand-over must have ended to leave the invocation [`ANSWER_SLACK`] for its answer;
+/// `None` (no bound) when that leaves less than [`MIN_HANDOVER`]: a bound tighter than a
+/// healthy store and queue call would fail healthy hand-overs, and only a short invocation
+/// (the normal margin is 5 s) gets there, where Lambda's own deadline is the bound.
+fn answer_by(deadline: Option<Instant>) -> Option<Instant> {
+    let now = Instant::now();
+    deadline
+        .map(|d| d - ANSWER_SLACK.min(d.saturating_duration_since(now)))
+        .filter(|by| by.saturating_duration_since(now) >= MIN_HANDOVER)
+}
+
+/// See [`answer_by`].
+const MIN_HANDOVER: Duration = Duration::from_secs(1);
 
 /// `f`, unless `by` passes first (`None`: then the call is abandoned). Without `by`, `f`.
 async fn before<T>(by: Option<Instant>, f: impl std::future::Future<Output = T>) -> Option<T> {
@@ -1449,6 +1570,121 @@ mod tests {
         assert!(done > 0, "no progress before the hand-over");
     }
 
+    /// Sleeps a second and a half (long enough to be parked), then finishes.
+    struct Sleeper {
+        def: ToolDef,
+    }
+
+    #[async_trait]
+    impl Tool for Sleeper {
+        fn def(&self) -> &ToolDef {
+            &self.def
+        }
+        async fn step(&self, ctx: &JobContext) -> Result<Step, JobError> {
+            assert!(ctx.sleep_is_free(), "a task's sleep parks it");
+            match ctx.raw_checkpoint() {
+                Value::Null => Ok(Step::Sleep(json!("woke"), Duration::from_millis(1500))),
+                _ => Ok(Step::Done(text_result("slept"))),
+            }
+        }
+    }
+
+    // Real time: wake times are wall-clock times, which a paused tokio clock does not move.
+    #[tokio::test]
+    async fn a_sleeping_job_is_parked_and_early_messages_are_given_back() {
+        let store = Arc::new(MemoryStore::new());
+        let (queue, mut rx) = LocalQueue::new();
+        let queue = Arc::new(queue);
+        let def = ToolDef {
+            name: "sleeper",
+            description: "test tool",
+            input_schema: json!({"type": "object"}),
+            policy: Policy::Optional,
+        };
+        let tools = Arc::new(Registry::new(vec![
+            Arc::new(Sleeper { def }) as Arc<dyn Tool>
+        ]));
+        let engine = Engine::new(store.clone(), queue.clone(), TaskSettings::default());
+        let worker = Worker::new(store.clone(), queue, tools, fast());
+        engine
+            .create_task("t", "sleeper", json!({}), Value::Null, json!({}))
+            .await
+            .unwrap();
+        let msg = rx.recv().await.unwrap();
+        let started = Instant::now();
+        let out = worker.handle(&msg, None).await.unwrap();
+        assert_eq!(out, Outcome::Sleeping(Duration::from_millis(1500)));
+        let parked = store.get("t", &msg.task_id).await.unwrap().unwrap();
+        assert_eq!(parked.status, TaskStatus::Working);
+        assert!(parked.lease.is_none(), "nothing holds a sleeping job");
+        assert_eq!(parked.checkpoint, json!("woke"));
+        assert!(parked.wake_at_ms.is_some());
+        // A message that comes early (a restart's recovery, a chained delay) is given back
+        // until the task wakes, with nothing written.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let hop = match worker.handle(&msg, None).await.unwrap() {
+            Outcome::Rescheduled(next, d) => {
+                assert!(
+                    d <= Duration::from_millis(1000) && d > Duration::from_millis(500),
+                    "{d:?}"
+                );
+                assert_eq!(next.kind, WorkKind::Wake(parked.wake_seq + 1));
+                next
+            }
+            other => panic!("expected the next hop, got {other:?}"),
+        };
+        // The park's own wake-up message is now of an older sequence: stale, dropped. So is a
+        // duplicate of the hop once it has been taken: the chain never forks.
+        let old_wake = WorkMessage {
+            kind: WorkKind::Wake(parked.wake_seq),
+            ..msg.clone()
+        };
+        assert_eq!(
+            worker.handle(&old_wake, None).await.unwrap(),
+            Outcome::Dropped
+        );
+        let Outcome::Rescheduled(next_hop, _) = worker.handle(&hop, None).await.unwrap() else {
+            panic!("the current hop continues the chain");
+        };
+        assert_eq!(worker.handle(&hop, None).await.unwrap(), Outcome::Dropped);
+        assert_eq!(next_hop.kind, WorkKind::Wake(parked.wake_seq + 2));
+        // The delayed message brings it back when the time is up.
+        let woke = rx.recv().await.unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(1500));
+        let out = worker.handle(&woke, None).await.unwrap();
+        assert_eq!(out, Outcome::Finished(TaskStatus::Completed));
+    }
+
+    #[tokio::test]
+    async fn a_sleeping_job_is_cancelled_at_once() {
+        let store = Arc::new(MemoryStore::new());
+        let (queue, mut rx) = LocalQueue::new();
+        let queue = Arc::new(queue);
+        let def = ToolDef {
+            name: "sleeper",
+            description: "test tool",
+            input_schema: json!({"type": "object"}),
+            policy: Policy::Optional,
+        };
+        let tools = Arc::new(Registry::new(vec![
+            Arc::new(Sleeper { def }) as Arc<dyn Tool>
+        ]));
+        let engine = Engine::new(store.clone(), queue.clone(), TaskSettings::default());
+        let worker = Worker::new(store.clone(), queue, tools, fast());
+        let task = engine
+            .create_task("t", "sleeper", json!({}), Value::Null, json!({}))
+            .await
+            .unwrap();
+        let msg = rx.recv().await.unwrap();
+        worker.handle(&msg, None).await.unwrap();
+        engine.cancel("t", &task.task_id).await.unwrap();
+        let now = engine.get("t", &task.task_id).await.unwrap();
+        assert_eq!(now.status, TaskStatus::Cancelled, "no run to wait for");
+        // Its wake-up finds it over.
+        let woke = rx.recv().await.unwrap();
+        assert_eq!(worker.handle(&woke, None).await.unwrap(), Outcome::Dropped);
+    }
+
     /// A store whose writes hang for ever after the first `ok` of them (a connection the
     /// other side accepted and never answers, within the client's operation timeout).
     struct HangsAfter {
@@ -1519,19 +1755,24 @@ mod tests {
         });
         let tools = Arc::new(Registry::new(vec![counter as Arc<dyn Tool>]));
         let engine = Engine::new(store.clone(), queue.clone(), TaskSettings::default());
-        let worker = Worker::new(store, queue, tools, fast());
+        // The default margin: the hand-over starts 5 s before the deadline.
+        let settings = WorkerSettings {
+            deadline_margin: Duration::from_secs(5),
+            ..fast()
+        };
+        let worker = Worker::new(store, queue, tools, settings);
         engine
             .create_task(
                 "t",
                 "count",
-                json!({"n": 1000, "ms": 10}),
+                json!({"n": 100_000, "ms": 10}),
                 Value::Null,
                 json!({}),
             )
             .await
             .unwrap();
         let msg = rx.recv().await.unwrap();
-        let deadline = Instant::now() + Duration::from_secs(2);
+        let deadline = Instant::now() + Duration::from_secs(20);
         let out =
             tokio::time::timeout(Duration::from_secs(60), worker.handle(&msg, Some(deadline)))
                 .await

@@ -709,8 +709,10 @@ fn name(outcome: &Result<Outcome, mcp_tasks_core::worker::WorkerError>) -> &'sta
         Ok(Outcome::Finished(_)) => "finished",
         Ok(Outcome::WaitingForInput) => "waiting",
         Ok(Outcome::Continued) => "continued",
+        Ok(Outcome::Sleeping(_)) => "sleeping",
         Ok(Outcome::Superseded) => "superseded",
         Ok(Outcome::Deferred(_)) => "deferred",
+        Ok(Outcome::Rescheduled(..)) => "rescheduled",
         Err(_) => "error",
     }
 }
@@ -1604,9 +1606,9 @@ async fn the_lambda_worker_handler_completes_duplicated_work_once() {
     let trials = 8 * scale();
     let mut jobs = Vec::new();
     for _ in 0..trials {
-        // The built-in `wait`: one step per second waited (the last shorter), and every run
-        // does at least one step, so with 0.5 s invocations a job of over a second hands
-        // over at least once. (`hash_chain` would check a digest, but costs seconds of CPU
+        // The built-in `wait`: over a second it sleeps (parked, then woken by a delayed
+        // message: two runs), up to a second it is one step and the final one; every run
+        // does at least one step, so no task may take more runs than that. (`hash_chain` would check a digest, but costs seconds of CPU
         // per step in a debug build.)
         let tenths = rng.range(3, 25);
         let task = engine

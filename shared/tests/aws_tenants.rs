@@ -155,7 +155,8 @@ async fn a_flooding_tenant_waits_its_turn_and_never_delays_another() {
         stop.clone(),
     ));
 
-    // A floods with hour-long waits: 6 accepted (its active-task quota), the rest refused.
+    // A floods with long jobs that hold a worker (a paced hash chain; a `wait` would sleep
+    // without holding one): 6 accepted (its active-task quota), the rest refused.
     let mut accepted = Vec::new();
     for _ in 0..10 {
         match engine.admit("tenant-a").await {
@@ -163,8 +164,8 @@ async fn a_flooding_tenant_waits_its_turn_and_never_delays_another() {
                 let t = engine
                     .create_task(
                         "tenant-a",
-                        "wait",
-                        json!({"seconds": 3600}),
+                        "hash_chain",
+                        json!({"seed": "flood", "rounds": 1_000_000_000u64, "pace_ms": 1000}),
                         Value::Null,
                         json!({}),
                     )

@@ -217,6 +217,11 @@ pub struct RuntimeApi {
     pub addr: SocketAddr,
     /// Invocations handed to the function.
     pub invocations: AtomicU64,
+    /// When each taken invocation was handed over, until it is answered.
+    taken_at: Mutex<HashMap<String, Instant>>,
+    /// Billed time, as Lambda counts it: from handing an invocation over to its answer (for a
+    /// streamed answer, to its prelude), summed over invocations, in milliseconds.
+    pub busy_ms: AtomicU64,
     /// When the process was spawned, and how long it took to ask for its first invocation:
     /// Lambda's "Init Duration" (runtime start, SDK clients, configuration).
     spawned: Mutex<Option<Instant>>,
@@ -235,6 +240,8 @@ impl RuntimeApi {
             dead: Mutex::new(None),
             addr: listener.local_addr().unwrap(),
             invocations: AtomicU64::new(0),
+            taken_at: Mutex::new(HashMap::new()),
+            busy_ms: AtomicU64::new(0),
             spawned: Mutex::new(None),
             init: OnceLock::new(),
         });
@@ -302,6 +309,14 @@ impl RuntimeApi {
         self.init.get().copied()
     }
 
+    /// Invocation `id` was answered (or failed): its time counts as billed.
+    fn answered(&self, id: &str) {
+        if let Some(at) = self.taken_at.lock().unwrap().remove(id) {
+            self.busy_ms
+                .fetch_add(at.elapsed().as_millis() as u64, Ordering::Relaxed);
+        }
+    }
+
     /// The process exited: nothing will answer any more.
     fn mark_dead(&self, why: String) {
         self.dead.lock().unwrap().get_or_insert(why);
@@ -327,6 +342,10 @@ async fn next(State(api): State<Arc<RuntimeApi>>) -> Response {
         .unwrap()
         .insert(inv.id.clone(), (deadline, inv.reply));
     api.invocations.fetch_add(1, Ordering::Relaxed);
+    api.taken_at
+        .lock()
+        .unwrap()
+        .insert(inv.id.clone(), Instant::now());
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "application/json")
@@ -373,6 +392,7 @@ async fn respond(
         Ok(b) => b,
         Err(rejection) => return rejection.into_response(),
     };
+    api.answered(&id);
     match api.inflight.lock().unwrap().remove(&id) {
         // Lambda stops an invocation at its deadline: an answer after it is a timeout.
         Some((deadline, tx)) if now_ms() > deadline => {
@@ -401,6 +421,7 @@ const MAX_PRELUDE: usize = 64 << 10;
 /// arrives, until the body ends, an error trailer ends it broken, or the invocation's deadline
 /// cuts it (Lambda stops the function there; the client sees the body cut off).
 async fn respond_streamed(api: Arc<RuntimeApi>, id: String, mut body: Body) -> Response {
+    api.answered(&id);
     let Some((deadline, tx)) = api.inflight.lock().unwrap().remove(&id) else {
         return (StatusCode::BAD_REQUEST, "unknown or timed-out request id").into_response();
     };
@@ -622,6 +643,7 @@ fn decode_error_body(b64: &[u8]) -> String {
 }
 
 async fn fail(State(api): State<Arc<RuntimeApi>>, Path(id): Path<String>, body: Bytes) -> Response {
+    api.answered(&id);
     match api.inflight.lock().unwrap().remove(&id) {
         Some((_, tx)) => {
             let _ = tx.send(Err(String::from_utf8_lossy(&body).into_owned()));

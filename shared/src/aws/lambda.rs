@@ -650,10 +650,16 @@ impl SqsWorker {
             return Action::Retry;
         };
         let outcome = self.worker.handle(&msg, Some(deadline)).await;
-        if let Ok(Outcome::Deferred(delay)) = &outcome {
-            // Waiting its tenant's turn: a fresh message (its receive count starts again),
-            // then this one is deleted. Should the send fail, this one is retried instead.
-            return match self.queue.enqueue(msg.clone(), *delay).await {
+        // Waiting its tenant's turn, or a sleeping job's next hop: a fresh message (its receive
+        // count starts again), then this one is deleted. Should the send fail, this one is
+        // retried instead.
+        let resend = match &outcome {
+            Ok(Outcome::Deferred(delay)) => Some((msg.clone(), *delay)),
+            Ok(Outcome::Rescheduled(next, delay)) => Some((next.clone(), *delay)),
+            _ => None,
+        };
+        if let Some((next, delay)) = resend {
+            return match self.queue.enqueue(next, delay).await {
                 Ok(()) => {
                     tracing::info!(message_id, task_id = %msg.task_id, "work message deferred");
                     Action::Done

@@ -1,4 +1,6 @@
-//! `wait`: waits `seconds`, reporting progress each second; a stand-in for slow I/O.
+//! `wait`: waits `seconds`; a stand-in for slow I/O. As a task it sleeps without holding a
+//! worker ([`Step::Sleep`]: parked, brought back by a delayed message, cancelled at once); as
+//! an inline call, whose client is watching, it waits in one-second slices with progress.
 
 use std::time::Duration;
 
@@ -46,7 +48,21 @@ impl TypedTool for Wait {
                 total as f64 / 1000.0
             ))));
         }
-        let slice = (total - waited).min(1000);
+        let left = total - waited;
+        if ctx.sleep_is_free() && left > 1000 {
+            ctx.expect_remaining(Duration::from_millis(left));
+            ctx.progress(
+                waited as f64,
+                Some(total as f64),
+                format!(
+                    "Waiting {:.1} s more of {:.1} s",
+                    left as f64 / 1000.0,
+                    total as f64 / 1000.0
+                ),
+            );
+            return Ok(Step::Sleep(json!(total), Duration::from_millis(left)));
+        }
+        let slice = left.min(1000);
         tokio::time::sleep(Duration::from_millis(slice)).await;
         let waited = waited + slice;
         ctx.expect_remaining(Duration::from_millis(total - waited));
@@ -70,11 +86,34 @@ mod tests {
     use crate::tools::testkit::ToolKit;
 
     #[tokio::test(start_paused = true)]
-    async fn waits_in_one_second_slices_with_progress() {
-        let job = ToolKit::new(Wait)
-            .run(json!({"seconds": 2.5}))
+    async fn as_a_task_it_sleeps_once_without_holding_a_worker() {
+        let started = tokio::time::Instant::now();
+        let mut job = ToolKit::new(Wait)
+            .start(json!({"seconds": 3600}))
             .await
             .unwrap();
+        match job.step().await.unwrap() {
+            Step::Sleep(cp, d) => {
+                assert_eq!(cp, json!(3_600_000), "it wakes done");
+                assert_eq!(d, Duration::from_secs(3600));
+            }
+            other => panic!("expected a sleep, got {other:?}"),
+        }
+        assert_eq!(job.saved_checkpoint(), &json!(3_600_000), "saved before sleeping");
+        assert_eq!(job.run().await, TaskStatus::Completed);
+        assert_eq!(job.text(), "Waited 3600 s.");
+        assert_eq!(job.steps(), 2, "one sleep, then done");
+        assert!(started.elapsed() >= Duration::from_secs(3600));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waits_in_one_second_slices_with_progress() {
+        let job = ToolKit::new(Wait)
+            .start_inline(json!({"seconds": 2.5}))
+            .await
+            .unwrap();
+        let mut job = job;
+        job.run().await;
         assert_eq!(job.text(), "Waited 2.5 s.");
         let msgs: Vec<_> = job
             .progress()
@@ -93,21 +132,14 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_crash_mid_slice_loses_only_that_slice() {
-        let kit = ToolKit::new(Wait).save_every(Duration::from_secs(2));
-        let mut job = kit.start(json!({"seconds": 10})).await.unwrap();
+    async fn a_crash_while_asleep_loses_nothing() {
+        let mut job = ToolKit::new(Wait)
+            .start(json!({"seconds": 10}))
+            .await
+            .unwrap();
         job.run_for(Duration::from_millis(4500)).await;
-        assert_eq!(job.checkpoint(), &json!(4000), "four slices done");
-        assert_eq!(
-            job.saved_checkpoint(),
-            &json!(4000),
-            "saved at 0+2 s and 4 s"
-        );
-        job.run_for(Duration::from_millis(1000)).await;
-        assert_eq!(job.checkpoint(), &json!(5000));
-        assert_eq!(job.saved_checkpoint(), &json!(4000), "not due yet");
+        assert_eq!(job.saved_checkpoint(), &json!(10_000), "saved as it fell asleep");
         job.crash();
-        assert_eq!(job.checkpoint(), &json!(4000));
         assert_eq!(job.run().await, TaskStatus::Completed);
         assert_eq!(job.text(), "Waited 10 s.");
     }
@@ -121,7 +153,7 @@ mod tests {
         job.run_for(Duration::from_millis(2500)).await;
         assert!(job.cancel());
         assert_eq!(job.status(), TaskStatus::Cancelled);
-        assert_eq!(job.checkpoint(), &json!(2000));
+        assert_eq!(job.checkpoint(), &json!(86_400_000), "asleep, to wake done");
         assert!(!job.cancel(), "already cancelled");
     }
 

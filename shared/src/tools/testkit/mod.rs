@@ -348,6 +348,18 @@ impl Job {
                     self.record.interruptions = 0;
                 }
             }
+            // A task parks with its checkpoint saved and comes back when the time is up; an
+            // inline call sleeps in place. Either way the next step resumes from `cp` after
+            // `d` (virtual time, under a paused clock).
+            Ok(Step::Sleep(cp, d)) => {
+                let run = self.run.as_mut().expect("a run");
+                run.ctx.set_checkpoint(cp.clone());
+                self.checkpoint = cp.clone();
+                self.record.checkpoint = cp.clone();
+                self.record.interruptions = 0;
+                run.last_save = Instant::now();
+                tokio::time::sleep(*d).await;
+            }
             Ok(Step::NeedInput(requests)) => self.ask(requests.clone()),
             other => self.end(other.clone()),
         }
@@ -448,6 +460,7 @@ impl Job {
             sink,
         )
         .for_tenant(&self.tenant);
+        let ctx = if self.inline { ctx } else { ctx.parking() };
         self.checkpoint = self.record.checkpoint.clone();
         if !self.before_task {
             self.runs += 1;
@@ -508,7 +521,9 @@ impl Job {
         self.run = None;
         let _ = match out {
             Ok(Step::Done(result)) => self.record.complete(result),
-            Ok(Step::Continue(_) | Step::NeedInput(_)) => unreachable!("not a final step"),
+            Ok(Step::Continue(_) | Step::NeedInput(_) | Step::Sleep(..)) => {
+                unreachable!("not a final step")
+            }
             Err(JobError::Tool(msg)) => self.record.complete(tool_error_result(msg)),
             Err(JobError::Protocol(err)) => self.record.fail(err),
             Err(JobError::InvalidParams(message)) => self.record.fail(ErrorObject {
