@@ -24,6 +24,8 @@ bash scripts/lib/prereqs.sh
 # read planted above the root.
 python3 scripts/lib/self_contained.py
 python3 scripts/lib/self_contained.py --self-test
+# The cost model (README, "What it costs") must keep running on its committed figures.
+python3 bench/cost_model.py > /dev/null
 
 stage "tools (scripts/install-tools.sh)"
 bash scripts/install-tools.sh

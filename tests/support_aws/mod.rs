@@ -1532,6 +1532,14 @@ impl Env {
             esm.invoke_errors,
             esm.invocation_ms,
         ));
+        line.push_str(&format!(
+            " | billed ms: mcp={} tasks={} worker={} (invocations: mcp={} tasks={})",
+            self.mcp.busy_ms.load(Ordering::Relaxed),
+            self.tasks.busy_ms.load(Ordering::Relaxed),
+            self.worker.busy_ms.load(Ordering::Relaxed),
+            self.mcp.invocations.load(Ordering::Relaxed),
+            self.tasks.invocations.load(Ordering::Relaxed),
+        ));
         println!("{line}");
     }
 

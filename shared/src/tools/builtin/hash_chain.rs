@@ -98,6 +98,7 @@ impl TypedTool for HashChain {
             cp.resumed_at = Some(cp.done);
         }
         let n = a.rounds.saturating_sub(cp.done).min(ROUNDS_PER_STEP);
+        let began = std::time::Instant::now();
         let start =
             if cp.done == 0 {
                 None
@@ -136,6 +137,11 @@ impl TypedTool for HashChain {
         if a.pace_ms > 0 {
             tokio::time::sleep(Duration::from_millis(a.pace_ms)).await;
         }
+        // The time left at this step's pace, so that clients poll at the rate the job deserves
+        // (a ten-minute chain is not polled every second).
+        let steps_left = (a.rounds - cp.done).div_ceil(ROUNDS_PER_STEP);
+        let steps_left = u32::try_from(steps_left).unwrap_or(u32::MAX);
+        ctx.expect_remaining(began.elapsed().saturating_mul(steps_left));
         Ok(Step::Continue(
             serde_json::to_value(&cp).unwrap_or_default(),
         ))
