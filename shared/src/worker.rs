@@ -463,7 +463,7 @@ impl Worker {
         loop {
             if stepped && stop_at.is_some_and(|s| Instant::now() >= s) {
                 return self
-                    .hand_over(&mut task, ctx.raw_checkpoint(), owner, deadline)
+                    .hand_over(&mut task, ctx.raw_checkpoint(), owner, deadline, None)
                     .await;
             }
             let step = {
@@ -500,7 +500,7 @@ impl Worker {
                 }
                 Err(Interrupt::Deadline) => {
                     return self
-                        .hand_over(&mut task, ctx.raw_checkpoint(), owner, deadline)
+                        .hand_over(&mut task, ctx.raw_checkpoint(), owner, deadline, None)
                         .await;
                 }
                 Err(i) => return self.interrupted(&mut task, owner, i).await,
@@ -542,7 +542,13 @@ impl Worker {
                             }
                             None => {
                                 return self
-                                    .hand_over(&mut task, ctx.raw_checkpoint(), owner, deadline)
+                                    .hand_over(
+                                        &mut task,
+                                        ctx.raw_checkpoint(),
+                                        owner,
+                                        deadline,
+                                        None,
+                                    )
                                     .await;
                             }
                         }
@@ -559,7 +565,13 @@ impl Worker {
                             }
                             None => {
                                 return self
-                                    .hand_over(&mut task, ctx.raw_checkpoint(), owner, deadline)
+                                    .hand_over(
+                                        &mut task,
+                                        ctx.raw_checkpoint(),
+                                        owner,
+                                        deadline,
+                                        None,
+                                    )
                                     .await;
                             }
                         }
@@ -583,7 +595,9 @@ impl Worker {
                         delay: d,
                     };
                     let cp = ctx.raw_checkpoint().clone();
-                    return self.park(&mut task, &cp, owner, deadline, wake).await;
+                    return self
+                        .hand_over(&mut task, &cp, owner, deadline, Some(wake))
+                        .await;
                 }
                 Ok(Step::NeedInput(requests)) => {
                     if let Err(e) = task.clone().require_input(requests.clone()) {
@@ -762,7 +776,7 @@ impl Worker {
             }
             Interrupt::Deadline => {
                 let cp = task.checkpoint.clone();
-                self.hand_over(task, &cp, owner, None).await
+                self.hand_over(task, &cp, owner, None, None).await
             }
         }
     }
@@ -851,52 +865,27 @@ impl Worker {
         }
     }
 
-    /// Saves the checkpoint, releases the lease and enqueues a continuation — in time for the
-    /// invocation to answer before its `deadline`: a store or queue call that hangs (each
-    /// may take its client's whole operation timeout) fails the hand-over instead, so the
-    /// batch's other messages are still reported, and this one is delivered again (resuming
-    /// from the last checkpoint saved).
+    /// Saves the checkpoint, releases the lease and enqueues a continuation — at once, or, for
+    /// a sleeping job (`wake`), delayed until it wakes (parked: nothing holds it meanwhile) —
+    /// in time for the invocation to answer before its `deadline`: a store or queue call that
+    /// hangs (each may take its client's whole operation timeout) fails the hand-over instead,
+    /// so the batch's other messages are still reported, and this one is delivered again
+    /// (resuming from the last checkpoint saved).
     async fn hand_over(
         &self,
         task: &mut TaskRecord,
         checkpoint: &Value,
         owner: &str,
         deadline: Option<Instant>,
+        wake: Option<Wake>,
     ) -> Result<Outcome, WorkerError> {
-        match before(
-            answer_by(deadline),
-            self.save_and_continue(task, checkpoint, owner, None),
-        )
-        .await
-        {
+        let saved = self.save_and_continue(task, checkpoint, owner, wake);
+        match before(answer_by(deadline), saved).await {
             Some(out) => out,
             None => {
                 tracing::warn!(task_id = %task.task_id, "worker.handover_timed_out");
                 Err(WorkerError::Store(StoreError::Backend(
                     "the hand-over did not finish before the invocation's deadline".into(),
-                )))
-            }
-        }
-    }
-
-    /// Parks a sleeping job: saves its checkpoint and wake time, releases it, and enqueues its
-    /// continuation delayed until it wakes — within the invocation's `deadline`, as a
-    /// hand-over.
-    async fn park(
-        &self,
-        task: &mut TaskRecord,
-        checkpoint: &Value,
-        owner: &str,
-        deadline: Option<Instant>,
-        wake: Wake,
-    ) -> Result<Outcome, WorkerError> {
-        let parked = self.save_and_continue(task, checkpoint, owner, Some(wake));
-        match before(answer_by(deadline), parked).await {
-            Some(out) => out,
-            None => {
-                tracing::warn!(task_id = %task.task_id, "worker.park_timed_out");
-                Err(WorkerError::Store(StoreError::Backend(
-                    "parking the job did not finish before the invocation's deadline".into(),
                 )))
             }
         }
@@ -1589,11 +1578,15 @@ mod tests {
         }
     }
 
-    // Real time: wake times are wall-clock times, which a paused tokio clock does not move.
-    #[tokio::test]
-    async fn a_sleeping_job_is_parked_and_early_messages_are_given_back() {
+    /// A store, engine and worker running only [`Sleeper`], and the queue's receiving end.
+    fn sleeper_rig() -> (
+        Arc<MemoryStore>,
+        Engine,
+        Worker,
+        tokio::sync::mpsc::UnboundedReceiver<WorkMessage>,
+    ) {
         let store = Arc::new(MemoryStore::new());
-        let (queue, mut rx) = LocalQueue::new();
+        let (queue, rx) = LocalQueue::new();
         let queue = Arc::new(queue);
         let def = ToolDef {
             name: "sleeper",
@@ -1606,6 +1599,13 @@ mod tests {
         ]));
         let engine = Engine::new(store.clone(), queue.clone(), TaskSettings::default());
         let worker = Worker::new(store.clone(), queue, tools, fast());
+        (store, engine, worker, rx)
+    }
+
+    // Real time: wake times are wall-clock times, which a paused tokio clock does not move.
+    #[tokio::test]
+    async fn a_sleeping_job_is_parked_and_early_messages_are_given_back() {
+        let (store, engine, worker, mut rx) = sleeper_rig();
         engine
             .create_task("t", "sleeper", json!({}), Value::Null, json!({}))
             .await
@@ -1657,20 +1657,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_sleeping_job_is_cancelled_at_once() {
-        let store = Arc::new(MemoryStore::new());
-        let (queue, mut rx) = LocalQueue::new();
-        let queue = Arc::new(queue);
-        let def = ToolDef {
-            name: "sleeper",
-            description: "test tool",
-            input_schema: json!({"type": "object"}),
-            policy: Policy::Optional,
-        };
-        let tools = Arc::new(Registry::new(vec![
-            Arc::new(Sleeper { def }) as Arc<dyn Tool>
-        ]));
-        let engine = Engine::new(store.clone(), queue.clone(), TaskSettings::default());
-        let worker = Worker::new(store.clone(), queue, tools, fast());
+        let (_store, engine, worker, mut rx) = sleeper_rig();
         let task = engine
             .create_task("t", "sleeper", json!({}), Value::Null, json!({}))
             .await
