@@ -255,7 +255,21 @@ impl EmbeddedStore {
             return Ok(None);
         };
         let bytes = v.value();
-        let record = decode(bytes)?;
+        // As the DynamoDB store does: a record this release cannot decode (a downgrade past a
+        // release that added a field or status, a hand edit), or that names another key, is
+        // logged with its key (never its content) and read as absent — "unknown task" to a
+        // client, skipped by the sweep — never trusted or answered with -32603.
+        let record = match decode(bytes) {
+            Ok(t) if key(&t.tenant, &t.task_id) == k => t,
+            Ok(_) => {
+                tracing::error!(key = k, "embedded.record_key_mismatch");
+                return Ok(None);
+            }
+            Err(_) => {
+                tracing::error!(key = k, "embedded.undecodable_record");
+                return Ok(None);
+            }
+        };
         let mut st = self.inner.cache.lock();
         if st.seq == seen && !st.pending.contains(k) && !st.records.contains_key(k) {
             st.put(k.to_owned(), record.clone(), bytes.len());
@@ -664,6 +678,43 @@ mod tests {
         let got = store.get("t", &task.task_id).await.unwrap().unwrap();
         assert_eq!(got.status, TaskStatus::Completed);
         assert!(store.list_active(None, 10).await.unwrap().is_empty());
+    }
+
+    /// A row this release cannot decode, or whose record names another key, reads as absent
+    /// (as on DynamoDB): "unknown task" to a client, never -32603 and never another tenant's
+    /// record at this tenant's key.
+    #[tokio::test]
+    async fn undecodable_or_misplaced_records_read_as_absent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.redb");
+        let (bad, theirs) = (
+            TaskRecord::new("t", new_task_id(), "x", None, 1000, json!({})),
+            TaskRecord::new("t", new_task_id(), "x", None, 1000, json!({})),
+        );
+        {
+            let store = EmbeddedStore::open(&path).unwrap();
+            store.create(&bad, &json!({})).await.unwrap();
+            store.create(&theirs, &json!({})).await.unwrap();
+        }
+        {
+            let db = Database::create(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut table = txn.open_table(TASKS).unwrap();
+                let garbage: &[u8] = br#"{"status": "a status from the future"}"#;
+                table.insert(key("t", &bad.task_id).as_str(), garbage).unwrap();
+                // Tenant u's key holding tenant t's record.
+                let moved = serde_json::to_vec(&theirs).unwrap();
+                table
+                    .insert(key("u", &theirs.task_id).as_str(), moved.as_slice())
+                    .unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        let store = EmbeddedStore::open(&path).unwrap();
+        assert_eq!(store.get("t", &bad.task_id).await.unwrap(), None);
+        assert_eq!(store.get("u", &theirs.task_id).await.unwrap(), None);
+        assert!(store.get("t", &theirs.task_id).await.unwrap().is_some());
     }
 
     /// What a checkpoint rewrites is the `tasks` row: it never holds the arguments.
