@@ -433,6 +433,22 @@ async fn a_long_job_hands_over_at_each_deadline_and_completes_exactly() {
     );
     let done = poll_terminal(&c, &id, Duration::from_secs(90)).await;
     let runs = env.worker_invocations_for(&id);
+    // One trace from the request to the last hand-over: every worker run of the task carries
+    // the trace of the mcp invocation that created it (SQS's AWSTraceHeader, passed on by each
+    // hand-over), not the worker invocation's own.
+    let roots: std::collections::BTreeSet<String> = env
+        .logs()
+        .lines()
+        .filter(|l| l.contains("work message handled") && l.contains(&id))
+        .filter_map(|l| l.split("Root=").nth(1))
+        .map(|r| format!("Root={}", r.split([';', '"']).next().unwrap_or("")))
+        .collect();
+    assert_eq!(roots.len(), 1, "one trace for the whole job: {roots:?}");
+    let root = roots.into_iter().next().unwrap();
+    assert!(
+        env.mcp.trace_roots.lock().unwrap().contains(&root),
+        "{root} is the creating request's trace"
+    );
     env.report(&format!(
         "hash_chain {rounds} rounds over {runs} worker invocations"
     ));

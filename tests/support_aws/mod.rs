@@ -217,6 +217,8 @@ pub struct RuntimeApi {
     pub addr: SocketAddr,
     /// Invocations handed to the function.
     pub invocations: AtomicU64,
+    /// The X-Ray trace root (`Root=1-…`) each invocation was given, in order.
+    pub trace_roots: Mutex<Vec<String>>,
     /// When each taken invocation was handed over, until it is answered.
     taken_at: Mutex<HashMap<String, Instant>>,
     /// Billed time, as Lambda counts it: from handing an invocation over to its answer (for a
@@ -241,6 +243,7 @@ impl RuntimeApi {
             addr: listener.local_addr().unwrap(),
             invocations: AtomicU64::new(0),
             taken_at: Mutex::new(HashMap::new()),
+            trace_roots: Mutex::new(Vec::new()),
             busy_ms: AtomicU64::new(0),
             spawned: Mutex::new(None),
             init: OnceLock::new(),
@@ -358,15 +361,15 @@ async fn next(State(api): State<Arc<RuntimeApi>>) -> Response {
                 api.name
             ),
         )
-        .header(
-            "lambda-runtime-trace-id",
-            format!(
-                "Root=1-{:08x}-{:0>24};Parent={:016x};Sampled=0",
+        .header("lambda-runtime-trace-id", {
+            let root = format!(
+                "Root=1-{:08x}-{:0>24}",
                 now_ms() / 1000,
                 inv.id.replace('-', "").get(..24).unwrap_or("0"),
-                now_ms()
-            ),
-        )
+            );
+            api.trace_roots.lock().unwrap().push(root.clone());
+            format!("{root};Parent={:016x};Sampled=0", now_ms())
+        })
         .body(Body::from(inv.event))
         .unwrap()
 }

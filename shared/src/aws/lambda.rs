@@ -623,7 +623,12 @@ impl SqsWorker {
     /// [`WorkerSettings::deadline_margin`] before `deadline`, leaving that margin for the
     /// give-up writes and the response.
     pub async fn handle(&self, event: SqsEvent, deadline: Instant) -> SqsBatchResponse {
-        let actions = join_all(event.records.iter().map(|r| self.record(r, deadline))).await;
+        // Each record within its own trace (its AWSTraceHeader), which its sends carry on.
+        let actions = join_all(event.records.iter().map(|r| {
+            let trace = r.attributes.get("AWSTraceHeader").map(String::as_str);
+            super::within_trace(trace, self.record(r, deadline))
+        }))
+        .await;
         let mut response = SqsBatchResponse::default();
         for (record, action) in event.records.iter().zip(actions) {
             if action == Action::Retry {
@@ -671,9 +676,10 @@ impl SqsWorker {
             };
         }
         let action = decide(&outcome, last);
+        let trace = super::trace_header().unwrap_or_default();
         match &outcome {
             Ok(o) => {
-                tracing::info!(message_id, task_id = %msg.task_id, receives, outcome = ?o, ?action, "work message handled")
+                tracing::info!(message_id, task_id = %msg.task_id, receives, outcome = ?o, ?action, trace, "work message handled")
             }
             Err(e) => {
                 tracing::error!(message_id, task_id = %msg.task_id, receives, error = %e, ?action, "work message failed")

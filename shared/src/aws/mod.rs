@@ -128,6 +128,37 @@ pub fn sqs_client_with(sdk: &aws_config::SdkConfig, timeouts: Timeouts) -> aws_s
     aws_sdk_sqs::Client::from_conf(config)
 }
 
+tokio::task_local! {
+    /// The trace of the work message being handled (its `AWSTraceHeader`).
+    static WORK_TRACE: String;
+}
+
+/// Runs `f` (the handling of one work message) as part of the trace `header` names, if any:
+/// what it sends ([`trace_header`]) carries that trace on.
+pub async fn within_trace<F: std::future::Future>(header: Option<&str>, f: F) -> F::Output {
+    match header.filter(|h| is_trace_header(h)) {
+        Some(h) => WORK_TRACE.scope(h.to_owned(), f).await,
+        None => f.await,
+    }
+}
+
+/// The X-Ray trace header a send should carry: the work message's being handled (a
+/// hand-over continues its trace), else the Lambda invocation's (`_X_AMZN_TRACE_ID`, which
+/// the runtime sets for each invocation), else none (the local server, tests).
+pub fn trace_header() -> Option<String> {
+    WORK_TRACE
+        .try_with(Clone::clone)
+        .ok()
+        .or_else(|| std::env::var("_X_AMZN_TRACE_ID").ok())
+        .filter(|h| is_trace_header(h))
+}
+
+/// Whether `h` looks like an X-Ray trace header (`Root=1-…`, printable, bounded): anything
+/// else is not passed on, so a malformed one can never make SQS refuse a send.
+fn is_trace_header(h: &str) -> bool {
+    h.starts_with("Root=1-") && h.len() <= 256 && h.bytes().all(|b| b.is_ascii_graphic())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,6 +196,22 @@ mod tests {
     /// A hung endpoint makes store and queue calls fail (after the operation timeout, about
     /// 10 s, or the conditional write's bounded retries) instead of waiting for ever. The
     /// outer timeout only detects a hang; it is no speed limit.
+    #[tokio::test]
+    async fn a_work_messages_trace_is_carried_on_and_odd_headers_are_not() {
+        let root = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
+        let inside = within_trace(Some(root), async { trace_header() }).await;
+        assert_eq!(inside.as_deref(), Some(root));
+        for odd in [
+            "",
+            "Root=2-x",
+            "Root=1-a b",
+            &format!("Root=1-{}", "a".repeat(300)),
+        ] {
+            let got = within_trace(Some(odd), async { trace_header() }).await;
+            assert_ne!(got.as_deref(), Some(odd), "{odd:?} passed on");
+        }
+    }
+
     #[tokio::test]
     async fn calls_to_an_endpoint_that_never_answers_fail_instead_of_hanging() {
         let sdk = sdk_at(&black_hole().await).await;

@@ -25,6 +25,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::DisplayErrorContext;
+use aws_sdk_sqs::types::{MessageSystemAttributeNameForSends, MessageSystemAttributeValue};
 
 use crate::queue::{QueueError, WorkMessage, WorkQueue};
 
@@ -133,13 +134,27 @@ impl WorkQueue for SqsQueue {
         if delay > MAX_DELAY {
             tracing::debug!(task_id = %msg.task_id, ?delay, "delay capped at SQS's 900 s");
         }
-        self.client
+        let mut send = self
+            .client
             .send_message()
             .queue_url(&self.queue_url)
             .message_body(body)
             .delay_seconds(delay_seconds(delay))
-            .message_group_id(message_group(&msg.tenant))
-            .send()
+            .message_group_id(message_group(&msg.tenant));
+        // The trace this send belongs to travels with the message (SQS's AWSTraceHeader), so
+        // the worker's handling of it — and every hand-over after it — joins the trace of the
+        // request that created the work.
+        if let Some(header) = super::trace_header() {
+            send = send.message_system_attributes(
+                MessageSystemAttributeNameForSends::AwsTraceHeader,
+                MessageSystemAttributeValue::builder()
+                    .data_type("String")
+                    .string_value(header)
+                    .build()
+                    .map_err(|e| QueueError(e.to_string()))?,
+            );
+        }
+        send.send()
             .await
             .map_err(|e| QueueError(DisplayErrorContext(e).to_string()))?;
         Ok(())

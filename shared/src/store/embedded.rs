@@ -702,7 +702,9 @@ mod tests {
             {
                 let mut table = txn.open_table(TASKS).unwrap();
                 let garbage: &[u8] = br#"{"status": "a status from the future"}"#;
-                table.insert(key("t", &bad.task_id).as_str(), garbage).unwrap();
+                table
+                    .insert(key("t", &bad.task_id).as_str(), garbage)
+                    .unwrap();
                 // Tenant u's key holding tenant t's record.
                 let moved = serde_json::to_vec(&theirs).unwrap();
                 table
