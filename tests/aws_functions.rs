@@ -346,6 +346,47 @@ async fn a_long_wait_sleeps_without_holding_a_worker() {
     env.report("wait 60 s: create → sleep (parked) → wake → completed");
 }
 
+/// `mcp-tasks call` against the deployed shape (the emulated REST API, the function binaries,
+/// the queue): a computing task and a sleeping one, each followed to its result as a person
+/// would run them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_call_cli_follows_tasks_through_the_functions() {
+    let Some(env) = Env::start("call_cli", Options::default()).await else {
+        return;
+    };
+    let run = |tool: &'static str, args: &'static str| {
+        let url = env.url.clone();
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tasks"))
+                .args(["call", &url, tool, args])
+                .env_remove("MCP_TASKS_TOKEN")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .expect("mcp-tasks call runs")
+        })
+    };
+    let (hashed, waited) = tokio::join!(
+        run("hash_chain", r#"{"seed": "cli", "rounds": 400000}"#),
+        run("wait", r#"{"seconds": 3}"#)
+    );
+    for out in [hashed.as_ref().unwrap(), waited.as_ref().unwrap()] {
+        assert!(
+            out.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let hashed = String::from_utf8_lossy(&hashed.unwrap().stdout).into_owned();
+    assert!(
+        hashed.contains(&support::expected_hash_chain("cli", 400_000)),
+        "{hashed}"
+    );
+    let waited = String::from_utf8_lossy(&waited.unwrap().stdout).into_owned();
+    assert!(waited.contains("Waited 3 s."), "{waited}");
+    assert_routed(&env);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_task_reads_as_unknown_and_the_sweep_purges_it() {
     let Some(env) = Env::start("expiry", Options::default()).await else {
