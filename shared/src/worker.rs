@@ -479,9 +479,8 @@ impl Worker {
                             // once a step is done (the first step always completes: the
                             // promise that every run makes progress).
                             let by = if stepped { stop_at } else { None };
-                            match before(by, self.check(&mut task, owner, &progress)).await {
-                                Some(r) => if let Some(i) = r? { break Err(i) },
-                                None => break Err(Interrupt::Deadline),
+                            if let Some(i) = in_time(by, self.check(&mut task, owner, &progress)).await? {
+                                break Err(i);
                             }
                         }
                         // Dropping the step loses only its own work: the checkpoint before it
@@ -498,12 +497,10 @@ impl Worker {
                     let err = internal("The job failed unexpectedly");
                     return self.finish(&mut task, owner, |t| t.fail(err.clone())).await;
                 }
-                Err(Interrupt::Deadline) => {
-                    return self
-                        .hand_over(&mut task, ctx.raw_checkpoint(), owner, deadline, None)
-                        .await;
+                Err(i) => {
+                    let cp = ctx.raw_checkpoint();
+                    return self.interrupted(&mut task, owner, i, cp, deadline).await;
                 }
-                Err(i) => return self.interrupted(&mut task, owner, i).await,
             };
             task.cpu_ms = base_cpu_ms + ctx.cpu_used_ms();
             task.run_ms = base_run_ms + run_started.elapsed().as_millis() as u64;
@@ -534,46 +531,22 @@ impl Worker {
                                 crate::jobs::poll_interval_for(left, floor).as_millis() as u64;
                         }
                         task.touch();
-                        match before(stop_at, self.write_or_check(&mut task, owner)).await {
-                            Some(r) => {
-                                if let Some(i) = r? {
-                                    return self.interrupted(&mut task, owner, i).await;
-                                }
-                            }
-                            None => {
-                                return self
-                                    .hand_over(
-                                        &mut task,
-                                        ctx.raw_checkpoint(),
-                                        owner,
-                                        deadline,
-                                        None,
-                                    )
-                                    .await;
-                            }
+                        if let Some(i) =
+                            in_time(stop_at, self.write_or_check(&mut task, owner)).await?
+                        {
+                            let cp = ctx.raw_checkpoint();
+                            return self.interrupted(&mut task, owner, i, cp, deadline).await;
                         }
                         #[cfg(feature = "fault-injection")]
                         crate::fault::checkpoint_written(&task.task_id);
                     }
                     if Instant::now() >= next_check {
                         next_check = Instant::now() + self.settings.check_every;
-                        match before(stop_at, self.check(&mut task, owner, &progress)).await {
-                            Some(r) => {
-                                if let Some(i) = r? {
-                                    return self.interrupted(&mut task, owner, i).await;
-                                }
-                            }
-                            None => {
-                                return self
-                                    .hand_over(
-                                        &mut task,
-                                        ctx.raw_checkpoint(),
-                                        owner,
-                                        deadline,
-                                        None,
-                                    )
-                                    .await;
-                            }
+                        if let Some(i) =
+                            in_time(stop_at, self.check(&mut task, owner, &progress)).await?
+                        {
+                            let cp = ctx.raw_checkpoint();
+                            return self.interrupted(&mut task, owner, i, cp, deadline).await;
                         }
                     }
                 }
@@ -761,11 +734,15 @@ impl Worker {
         }
     }
 
+    /// Ends this run for `why`; a deadline hands the job over from `checkpoint` (the run's
+    /// latest, saved or not).
     async fn interrupted(
         &self,
         task: &mut TaskRecord,
         owner: &str,
         why: Interrupt,
+        checkpoint: &Value,
+        deadline: Option<Instant>,
     ) -> Result<Outcome, WorkerError> {
         match why {
             Interrupt::Lost => Ok(Outcome::Superseded),
@@ -775,8 +752,8 @@ impl Worker {
                     .await
             }
             Interrupt::Deadline => {
-                let cp = task.checkpoint.clone();
-                self.hand_over(task, &cp, owner, None, None).await
+                self.hand_over(task, checkpoint, owner, deadline, None)
+                    .await
             }
         }
     }
@@ -996,6 +973,15 @@ fn answer_by(deadline: Option<Instant>) -> Option<Instant> {
 
 /// See [`answer_by`].
 const MIN_HANDOVER: Duration = Duration::from_secs(1);
+
+/// A lease check's or a save's verdict, or [`Interrupt::Deadline`] when `by` passes first: a
+/// hung store call then ends in a hand-over instead of holding the run.
+async fn in_time(
+    by: Option<Instant>,
+    f: impl std::future::Future<Output = Result<Option<Interrupt>, WorkerError>>,
+) -> Result<Option<Interrupt>, WorkerError> {
+    before(by, f).await.unwrap_or(Ok(Some(Interrupt::Deadline)))
+}
 
 /// `f`, unless `by` passes first (`None`: then the call is abandoned). Without `by`, `f`.
 async fn before<T>(by: Option<Instant>, f: impl std::future::Future<Output = T>) -> Option<T> {

@@ -30,34 +30,36 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-// Parsed once per process: the size of the largest variant does not matter.
-#[allow(clippy::large_enum_variant)]
 enum Command {
     /// Serve the MCP endpoint, the task endpoints and the worker in one process.
-    Serve {
-        /// Address to listen on (port 0 picks a free port).
-        #[arg(long, default_value = "127.0.0.1:8787")]
-        listen: SocketAddr,
-        /// Where tasks are stored (they survive restarts).
-        #[arg(long, default_value = ".mcp-tasks")]
-        data_dir: PathBuf,
-        /// Serve the official conformance suite's fixture tools instead of the built-in ones.
-        #[arg(long, value_enum)]
-        fixtures: Option<Fixtures>,
-        /// How long a task stays readable after creation (its ttlMs), in seconds.
-        #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(60..=31_536_000))]
-        task_ttl_seconds: u64,
-        #[command(flatten)]
-        auth: AuthArgs,
-        #[command(flatten)]
-        edge: EdgeArgs,
-        #[command(flatten)]
-        quotas: QuotaArgs,
-    },
+    Serve(Box<ServeArgs>),
     /// Call a tool on an MCP server (2026-07-28) and print its result, following it as a task
     /// (progress, questions, Ctrl-C cancels) when it becomes one. Exit status: 0 completed,
     /// 1 tool error or task failed, 2 usage/protocol/HTTP error, 130 interrupted.
     Call(call::CallArgs),
+}
+
+/// `mcp-tasks serve`.
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    listen: SocketAddr,
+    /// Where tasks are stored (they survive restarts).
+    #[arg(long, default_value = ".mcp-tasks")]
+    data_dir: PathBuf,
+    /// Serve the official conformance suite's fixture tools instead of the built-in ones.
+    #[arg(long, value_enum)]
+    fixtures: Option<Fixtures>,
+    /// How long a task stays readable after creation (its ttlMs), in seconds.
+    #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(60..=31_536_000))]
+    task_ttl_seconds: u64,
+    #[command(flatten)]
+    auth: AuthArgs,
+    #[command(flatten)]
+    edge: EdgeArgs,
+    #[command(flatten)]
+    quotas: QuotaArgs,
 }
 
 /// Per-tenant quotas (with `--auth jwt` a tenant is a token's tenant claim; without auth
@@ -213,27 +215,18 @@ enum Fixtures {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let (listen, data_dir, fixtures, task_ttl_seconds, auth, edge, quotas) =
-        match Cli::parse().command {
-            Command::Call(args) => std::process::exit(call::run(args).await),
-            Command::Serve {
-                listen,
-                data_dir,
-                fixtures,
-                task_ttl_seconds,
-                auth,
-                edge,
-                quotas,
-            } => (
-                listen,
-                data_dir,
-                fixtures,
-                task_ttl_seconds,
-                auth,
-                edge,
-                quotas,
-            ),
-        };
+    let ServeArgs {
+        listen,
+        data_dir,
+        fixtures,
+        task_ttl_seconds,
+        auth,
+        edge,
+        quotas,
+    } = match Cli::parse().command {
+        Command::Call(args) => std::process::exit(call::run(args).await),
+        Command::Serve(serve) => *serve,
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
