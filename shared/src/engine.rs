@@ -431,48 +431,96 @@ impl Engine {
         Ok(false)
     }
 
-    /// The orphan sweep: re-enqueues `working` tasks that no live worker holds and that have
-    /// not moved for `stale`. Duplicates are harmless (the lease drops them).
-    ///
-    /// It never stops on one task: a listed task that cannot be read — an item the store
-    /// cannot decode or that does not match its key (the store logs each with its key and
-    /// reads it as absent), a read error, or a task deleted since the listing — is skipped and
-    /// counted in [`SweepStats::skipped`] (logged once per run when not zero), and the sweep
-    /// goes on with the rest. Only a failed listing fails the call; the purge
-    /// ([`Engine::purge`]) is independent of this and runs whatever happens here.
+    /// The orphan sweep, run to the end of its listing: see [`Engine::sweep_until`].
     pub async fn sweep(&self, stale: Duration) -> Result<SweepStats, StoreError> {
+        self.sweep_until(stale, None).await
+    }
+
+    /// The orphan sweep: re-enqueues `working` tasks that no live run holds and that have been
+    /// quiet (no update, not asleep, not just re-sent) for `stale`; stops at `until` and
+    /// resumes there in the next run (every run gets through at least one page).
+    ///
+    /// **What it reads.** Only the candidates the store lists by their quiet mark
+    /// ([`TaskStore::list_quiet`]): on DynamoDB a sparse index holds `working` tasks only, so
+    /// tasks waiting for input and sleeping ones are never read, and the run's cost follows
+    /// the tasks that went quiet, not the tasks that exist. Pages of [`SWEEP_PAGE`] keys; a run
+    /// with a deadline stops between pages and saves where it stopped
+    /// ([`TaskStore::save_sweep_cursor`]), so the next run (on any instance) goes on from there
+    /// and the pass ends after as many runs as it needs.
+    ///
+    /// **Duplicates.** A task without a lease whose message went out may simply wait in the
+    /// queue: while the queue reports waiting messages ([`WorkQueue::waiting`]), such a task is
+    /// left alone (counted in [`SweepStats::queued`]) until it has been quiet for
+    /// [`BACKLOG_PATIENCE`]. A task whose run died (its lease expired) is always re-sent.
+    /// Every re-send is written to the task first (a conditional write: a task that moved
+    /// meanwhile is not sent), and the sweep then waits twice as long before sending it again,
+    /// up to 2^[`MAX_SWEEP_BACKOFF`] windows; a run taking the task resets that.
+    ///
+    /// **It never stops on one task**: a listed task that cannot be read — an item the store
+    /// cannot decode or that does not match its key (the store logs each with its key and
+    /// reads it as absent), a read error, a task deleted since the listing — is counted in
+    /// [`SweepStats::skipped`] (logged once per run when not zero), and the sweep goes on. Only
+    /// a failed listing fails the call; the purge ([`Engine::purge`]) is independent of this.
+    pub async fn sweep_until(
+        &self,
+        stale: Duration,
+        until: Option<tokio::time::Instant>,
+    ) -> Result<SweepStats, StoreError> {
+        use futures_util::StreamExt as _;
         let now = now_ms();
         let stale_ms = stale.as_millis() as u64;
         let mut stats = SweepStats::default();
-        for k in self.all_active().await? {
-            let task = match self.store.get(&k.tenant, &k.task_id).await {
-                Ok(Some(task)) => task,
-                Ok(None) => {
-                    stats.skipped += 1;
-                    continue;
+        let backlog = self.queue.waiting().await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "sweep.backlog_unknown: re-sending as if none");
+            None
+        });
+        let mut cursor = self.store.sweep_cursor().await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "sweep.cursor_unreadable: starting from the beginning");
+            None
+        });
+        stats.resumed = cursor.is_some();
+        let loaded = cursor.clone();
+        loop {
+            let page = self
+                .store
+                .list_quiet(now.saturating_sub(stale_ms), cursor.as_deref(), SWEEP_PAGE)
+                .await?;
+            stats.read += page.tasks.len();
+            stats.skipped += page.unreadable;
+            let mut orphans = Vec::new();
+            for task in page.tasks {
+                match verdict(&task, now, stale_ms, backlog) {
+                    Verdict::Orphan => orphans.push(task),
+                    Verdict::Queued => stats.queued += 1,
+                    Verdict::Live => {}
                 }
-                Err(e) => {
-                    tracing::warn!(task_id = %k.task_id, error = %e, "sweep.read_failed");
-                    stats.skipped += 1;
-                    continue;
-                }
-            };
-            let unheld = task.lease.as_ref().is_none_or(|l| l.expires_at_ms <= now);
-            // An expired task is gone for clients and about to be purged: no more work on it.
-            // A sleeping job is brought back by its own delayed message; only one that should
-            // have woken `stale` ago and did not is an orphan.
-            let asleep = task
-                .wake_at_ms
-                .is_some_and(|w| now.saturating_sub(w) < stale_ms);
-            if task.status == TaskStatus::Working
-                && !task.is_expired(now)
-                && unheld
-                && !asleep
-                && now.saturating_sub(task.last_updated_at_ms) >= stale_ms
-            {
-                self.send(&task, WorkKind::Recover).await;
-                stats.requeued += 1;
             }
+            let sent: Vec<Resent> = futures_util::stream::iter(orphans)
+                .map(|t| self.resend(t, now, stale_ms))
+                .buffer_unordered(SWEEP_CONCURRENCY)
+                .collect()
+                .await;
+            for r in sent {
+                match r {
+                    Resent::Sent => stats.requeued += 1,
+                    Resent::Moved => {}
+                    Resent::Failed => stats.skipped += 1,
+                }
+            }
+            cursor = page.next;
+            if cursor.is_none() {
+                stats.complete = true;
+                break;
+            }
+            // Every run gets through at least one page, however short its time.
+            if until.is_some_and(|u| tokio::time::Instant::now() >= u) {
+                break;
+            }
+        }
+        if cursor != loaded
+            && let Err(e) = self.store.save_sweep_cursor(cursor.as_deref()).await
+        {
+            tracing::warn!(error = %e, "sweep.cursor_not_saved: the next run starts again");
         }
         if stats.skipped > 0 {
             tracing::error!(
@@ -482,6 +530,26 @@ impl Engine {
             );
         }
         Ok(stats)
+    }
+
+    /// Sends an orphan's work again, after noting the re-send on the task (which backs the
+    /// next one off).
+    async fn resend(&self, mut task: TaskRecord, now: u64, stale_ms: u64) -> Resent {
+        task.sweeps = task.sweeps.saturating_add(1);
+        let windows = (1u64 << task.sweeps.min(MAX_SWEEP_BACKOFF)) - 1;
+        task.sweep_after_ms = Some(now.saturating_add(stale_ms.saturating_mul(windows)));
+        match self.store.update(&task).await {
+            Ok(_) => {
+                self.send(&task, WorkKind::Recover).await;
+                Resent::Sent
+            }
+            // A run, a cancel or an answer got there first: not an orphan any more.
+            Err(StoreError::Conflict) => Resent::Moved,
+            Err(e) => {
+                tracing::warn!(task_id = %task.task_id, error = %e, "sweep.write_failed");
+                Resent::Failed
+            }
+        }
     }
 
     /// Deletes tasks past their `ttlMs` (reads already treat them as absent); returns how many
@@ -517,14 +585,80 @@ impl Engine {
     }
 }
 
-/// What one orphan sweep ([`Engine::sweep`]) did.
+/// What one orphan sweep ([`Engine::sweep_until`]) did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SweepStats {
     /// Working tasks re-enqueued.
     pub requeued: usize,
-    /// Listed active tasks that could not be read and were skipped: undecodable items, items
-    /// whose record does not match their key, read errors, tasks deleted since the listing.
+    /// Listed tasks that could not be read or written and were skipped: undecodable items,
+    /// items whose record does not match their key, read or write errors, tasks deleted since
+    /// the listing.
     pub skipped: usize,
+    /// Quiet tasks without a lease left alone because messages were waiting in the queue
+    /// (theirs may be among them).
+    pub queued: usize,
+    /// Candidate records read.
+    pub read: usize,
+    /// The run started where an earlier run stopped.
+    pub resumed: bool,
+    /// The run reached the end of the listing (else the next run goes on from here).
+    pub complete: bool,
+}
+
+/// Keys listed per page of the orphan sweep.
+pub const SWEEP_PAGE: usize = 500;
+/// Re-sends of one sweep page in flight at once.
+const SWEEP_CONCURRENCY: usize = 16;
+/// How long a quiet task whose message may wait in a queue backlog is left alone before the
+/// sweep sends it again anyway.
+pub const BACKLOG_PATIENCE: Duration = Duration::from_secs(3600);
+/// Re-sends of one task back off up to 2^this sweep windows apart.
+pub const MAX_SWEEP_BACKOFF: u32 = 5;
+
+/// What the sweep makes of one candidate.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Held, moving, asleep, finished or expired: nothing to do.
+    Live,
+    /// Not run and quiet, but its message may be waiting in the queue's backlog.
+    Queued,
+    /// Nobody will run it unless its work is sent again.
+    Orphan,
+}
+
+/// Judges one record read by the sweep at `now` (see [`Engine::sweep_until`]).
+fn verdict(t: &TaskRecord, now: u64, stale_ms: u64, backlog: Option<u64>) -> Verdict {
+    if t.status != TaskStatus::Working || t.is_expired(now) {
+        // An expired task is gone for clients and about to be purged: no more work on it.
+        return Verdict::Live;
+    }
+    // A sleeping job is brought back by its own delayed message; only one that should have
+    // woken a window ago and did not is an orphan. A task the sweep re-sent waits out its
+    // back-off.
+    let quiet_since = t
+        .last_updated_at_ms
+        .max(t.wake_at_ms.unwrap_or(0))
+        .max(t.sweep_after_ms.unwrap_or(0));
+    let quiet = now.saturating_sub(quiet_since);
+    if quiet < stale_ms {
+        return Verdict::Live;
+    }
+    match &t.lease {
+        Some(l) if l.expires_at_ms > now => Verdict::Live,
+        // Its run died.
+        Some(_) => Verdict::Orphan,
+        None if backlog.is_some_and(|n| n > 0) && quiet < BACKLOG_PATIENCE.as_millis() as u64 => {
+            Verdict::Queued
+        }
+        None => Verdict::Orphan,
+    }
+}
+
+/// How one re-send went.
+enum Resent {
+    Sent,
+    Moved,
+    Failed,
 }
 
 /// What one purge ([`Engine::purge`]) did.
@@ -720,7 +854,10 @@ mod tests {
             swept,
             SweepStats {
                 requeued: 5,
-                skipped: 10
+                skipped: 10,
+                read: 10,
+                complete: true,
+                ..SweepStats::default()
             }
         );
         let purged = engine.purge().await.unwrap();
@@ -786,5 +923,140 @@ mod tests {
         let after_retry = store.get("t", &task.task_id).await.unwrap().unwrap();
         assert_eq!(after_retry, after_first, "the retry wrote nothing");
         assert!(rx.try_recv().is_err(), "and resumed nothing");
+    }
+
+    /// A local queue that says how many messages wait.
+    struct Backlogged(LocalQueue, u64);
+
+    #[async_trait::async_trait]
+    impl WorkQueue for Backlogged {
+        async fn enqueue(
+            &self,
+            msg: WorkMessage,
+            delay: Duration,
+        ) -> Result<(), crate::queue::QueueError> {
+            self.0.enqueue(msg, delay).await
+        }
+        async fn waiting(&self) -> Result<Option<u64>, crate::queue::QueueError> {
+            Ok(Some(self.1))
+        }
+    }
+
+    /// A quiet `working` task, last updated `ago` before now, held by a run whose lease
+    /// ended a minute ago when `dead_run`.
+    async fn quiet_task(store: &MemoryStore, ago: Duration, dead_run: bool) -> TaskRecord {
+        let mut task = TaskRecord::new("t", new_task_id(), "wait", None, 1000, json!({}));
+        task.last_updated_at_ms = now_ms() - ago.as_millis() as u64;
+        if dead_run {
+            task.lease = Some(crate::task::Lease {
+                owner: "gone".into(),
+                expires_at_ms: now_ms() - 60_000,
+            });
+        }
+        store.create(&task, &json!({})).await.unwrap();
+        task
+    }
+
+    #[tokio::test]
+    async fn while_messages_wait_only_dead_runs_are_sent_again() {
+        let store = Arc::new(MemoryStore::new());
+        let stale = Duration::from_secs(300);
+        let queued = quiet_task(&store, Duration::from_secs(600), false).await;
+        let dead = quiet_task(&store, Duration::from_secs(600), true).await;
+        let forgotten = quiet_task(&store, BACKLOG_PATIENCE * 2, false).await;
+        let (queue, mut rx) = LocalQueue::new();
+        let engine = Engine::new(
+            store.clone(),
+            Arc::new(Backlogged(queue, 40)),
+            TaskSettings::default(),
+        );
+        let stats = engine.sweep(stale).await.unwrap();
+        assert_eq!((stats.requeued, stats.queued), (2, 1), "{stats:?}");
+        let mut sent = vec![
+            rx.try_recv().unwrap().task_id,
+            rx.try_recv().unwrap().task_id,
+        ];
+        sent.sort();
+        let mut want = vec![dead.task_id.clone(), forgotten.task_id.clone()];
+        want.sort();
+        assert_eq!(sent, want, "a dead run and a task quiet past the patience");
+        assert!(
+            rx.try_recv().is_err(),
+            "{} may simply be queued",
+            queued.task_id
+        );
+
+        // Once the queue is empty, a quiet task's message is lost: it is sent again.
+        let (queue, mut rx) = LocalQueue::new();
+        let engine = Engine::new(
+            store.clone(),
+            Arc::new(Backlogged(queue, 0)),
+            TaskSettings::default(),
+        );
+        let stats = engine.sweep(stale).await.unwrap();
+        assert_eq!((stats.requeued, stats.queued), (1, 0), "{stats:?}");
+        assert_eq!(rx.try_recv().unwrap().task_id, queued.task_id);
+    }
+
+    #[tokio::test]
+    async fn a_task_sent_again_waits_out_a_doubling_back_off() {
+        let (engine, store, mut rx) = engine();
+        let stale = Duration::from_secs(300);
+        let task = quiet_task(&store, Duration::from_secs(600), false).await;
+        assert_eq!(engine.sweep(stale).await.unwrap().requeued, 1);
+        rx.try_recv().unwrap();
+        let noted = store.get("t", &task.task_id).await.unwrap().unwrap();
+        assert_eq!(noted.sweeps, 1);
+        let after = noted.sweep_after_ms.unwrap();
+        assert!(
+            after >= now_ms() + 290_000 && after <= now_ms() + 300_000,
+            "one window: {after}"
+        );
+        assert_eq!(
+            noted.last_updated_at_ms, task.last_updated_at_ms,
+            "not a client-visible update"
+        );
+        // Within its back-off the next run does not even read it (its mark is the back-off).
+        let stats = engine.sweep(stale).await.unwrap();
+        assert_eq!((stats.requeued, stats.read), (0, 0), "{stats:?}");
+        assert!(rx.try_recv().is_err());
+        // Past it (as if the time had come), sent again, and the wait doubles.
+        let mut due = noted.clone();
+        due.sweep_after_ms = Some(now_ms() - 600_000);
+        store.update(&due).await.unwrap();
+        assert_eq!(engine.sweep(stale).await.unwrap().requeued, 1);
+        rx.try_recv().unwrap();
+        let twice = store.get("t", &task.task_id).await.unwrap().unwrap();
+        assert_eq!(twice.sweeps, 2);
+        assert!(
+            twice.sweep_after_ms.unwrap() >= now_ms() + 3 * 290_000,
+            "three windows"
+        );
+        assert_eq!(
+            twice.quiet_mark_ms(),
+            twice.sweep_after_ms,
+            "the index sees the wait"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_sweep_out_of_time_does_one_page_and_says_it_is_not_done() {
+        let (engine, store, mut rx) = engine();
+        for _ in 0..SWEEP_PAGE + 1 {
+            quiet_task(&store, Duration::from_secs(600), false).await;
+        }
+        let stats = engine
+            .sweep_until(Duration::from_secs(300), Some(tokio::time::Instant::now()))
+            .await
+            .unwrap();
+        assert_eq!(
+            (stats.read, stats.requeued, stats.complete),
+            (SWEEP_PAGE, SWEEP_PAGE, false),
+            "{stats:?}"
+        );
+        assert_eq!(
+            std::iter::from_fn(|| rx.try_recv().ok()).count(),
+            SWEEP_PAGE
+        );
     }
 }

@@ -53,6 +53,13 @@ pub struct QueueError(pub String);
 pub trait WorkQueue: Send + Sync + 'static {
     /// Sends `msg`, delivered after `delay`.
     async fn enqueue(&self, msg: WorkMessage, delay: Duration) -> Result<(), QueueError>;
+    /// About how many messages wait to be received now (delayed ones not counted), or `None`
+    /// when the queue cannot tell. The orphan sweep asks once per run: while messages wait, a
+    /// task whose message was sent and not yet taken may simply be queued, so it is not sent
+    /// again.
+    async fn waiting(&self) -> Result<Option<u64>, QueueError> {
+        Ok(None)
+    }
 }
 
 /// In-process queue: a channel the local worker loop reads.
@@ -112,6 +119,9 @@ impl WorkQueue for DuplicatingQueue {
     async fn enqueue(&self, msg: WorkMessage, delay: Duration) -> Result<(), QueueError> {
         self.inner.enqueue(msg.clone(), delay).await?;
         self.inner.enqueue(msg, delay + self.delay).await
+    }
+    async fn waiting(&self) -> Result<Option<u64>, QueueError> {
+        self.inner.waiting().await
     }
 }
 

@@ -172,7 +172,20 @@ pub struct TaskRecord {
     /// chain.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub wake_seq: u32,
+    /// How many times the orphan sweep re-sent this task's work since a run last took it
+    /// (a run taking the lease resets it): each re-send makes the sweep wait twice as long
+    /// before the next one ([`TaskRecord::sweep_after_ms`]).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub sweeps: u32,
+    /// After a re-send by the sweep: the sweep leaves the task alone until it has been quiet
+    /// for its window counted from this time (epoch ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep_after_ms: Option<u64>,
 }
+
+/// The grain of [`TaskRecord::quiet_mark_ms`]: a running job's frequent writes move its
+/// mark (and with it an index entry on DynamoDB) at most once per grain.
+pub const QUIET_GRAIN_MS: u64 = 60_000;
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
@@ -222,7 +235,24 @@ impl TaskRecord {
             run_ms: 0,
             wake_at_ms: None,
             wake_seq: 0,
+            sweeps: 0,
+            sweep_after_ms: None,
         }
+    }
+
+    /// What the orphan sweep orders its candidates by: `None` unless the task is `working`
+    /// (a task waiting for input or finished is never the sweep's), else the latest of its
+    /// last update (rounded down to [`QUIET_GRAIN_MS`]), its wake time and
+    /// [`sweep_after_ms`](Self::sweep_after_ms). A task quiet for a window `w` at time `now`
+    /// (see `Engine::sweep`) always has a mark at or before `now - w`; the converse need not
+    /// hold (the rounding, a live lease), so the sweep checks each candidate it reads.
+    pub fn quiet_mark_ms(&self) -> Option<u64> {
+        (self.status == TaskStatus::Working).then(|| {
+            let updated = self.last_updated_at_ms - self.last_updated_at_ms % QUIET_GRAIN_MS;
+            updated
+                .max(self.wake_at_ms.unwrap_or(0))
+                .max(self.sweep_after_ms.unwrap_or(0))
+        })
     }
 
     /// Epoch milliseconds after which the task reads as not found.

@@ -399,6 +399,9 @@ impl Worker {
             if task.wake_at_ms.take().is_some() {
                 task.status_message = None;
             }
+            // Run again: the sweep's back-off starts over.
+            task.sweeps = 0;
+            task.sweep_after_ms = None;
             task.attempts += 1;
             match self.store.update(&task).await {
                 Ok(v) => {

@@ -146,7 +146,7 @@ async fn a_task_runs_end_to_end_through_the_lambda_handlers() {
 
     // sweep: nothing orphaned, nothing expired.
     let sweeper = Sweeper::new(&config(Role::Sweep, &table, &queue_url), &ports);
-    let report = sweeper.run().await.expect("sweep");
+    let report = sweeper.run(None).await.expect("sweep");
     assert_eq!(report.requeued, 0);
 
     let _ = sqs.delete_queue().queue_url(&queue_url).send().await;

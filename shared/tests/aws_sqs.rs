@@ -182,6 +182,53 @@ async fn each_message_carries_its_tenants_message_group() {
     assert_eq!(seen, 2);
 }
 
+/// `waiting` (what the sweep asks before re-sending a task that may simply be queued) counts
+/// the messages ready to be received: not the delayed ones, not those in flight.
+#[tokio::test]
+async fn waiting_counts_the_messages_ready_to_be_received() {
+    let Some(endpoint) = common::endpoints("aws_sqs", [common::SQS]).map(|[e]| e) else {
+        return;
+    };
+    let client = client(&endpoint).await;
+    let url = SqsQueue::create_queue(&client, &common::unique("mcp-tasks-waiting"))
+        .await
+        .expect("CreateQueue");
+    let queue = SqsQueue::new(client.clone(), url.clone());
+    assert_eq!(queue.waiting().await.unwrap(), Some(0));
+    let msg = |i: usize| WorkMessage {
+        tenant: "t".into(),
+        task_id: format!("tsk_{i}"),
+        kind: WorkKind::Start,
+    };
+    for i in 0..3 {
+        queue.enqueue(msg(i), Duration::ZERO).await.unwrap();
+    }
+    queue
+        .enqueue(msg(3), Duration::from_secs(600))
+        .await
+        .unwrap();
+    assert_eq!(
+        queue.waiting().await.unwrap(),
+        Some(3),
+        "the delayed one is not waiting"
+    );
+    let out = client
+        .receive_message()
+        .queue_url(&url)
+        .max_number_of_messages(1)
+        .visibility_timeout(60)
+        .send()
+        .await
+        .expect("ReceiveMessage");
+    assert_eq!(out.messages().len(), 1);
+    assert_eq!(
+        queue.waiting().await.unwrap(),
+        Some(2),
+        "in flight is not waiting"
+    );
+    client.delete_queue().queue_url(&url).send().await.unwrap();
+}
+
 /// `mcp-tasks-aws-dev setup` (scripts/aws-local.sh) makes the queue as template.yaml deploys
 /// it: the visibility timeout given, and a dead-letter queue that a message reaches after the
 /// given number of deliveries.

@@ -6,7 +6,8 @@
 //!   messages the worker did not report in `batchItemFailures`, so failed ones come back after
 //!   the visibility timeout, as on AWS;
 //! - `backfill` is the one operator step for a real table: after the deploy that added the
-//!   `tenant_active` index, it indexes the tasks that were active before (idempotent).
+//!   `tenant_active` and `quiet` indexes, it indexes the tasks that were active before
+//!   (idempotent).
 
 use std::time::Duration;
 
@@ -93,7 +94,12 @@ async fn main() -> anyhow::Result<()> {
                 .backfill_tenant_index()
                 .await
                 .context("backfilling the tenant_active index")?;
-            println!("backfilled {changed} active tasks");
+            println!("backfilled {changed} active tasks (tenant_active)");
+            let changed = store
+                .backfill_quiet_index()
+                .await
+                .context("backfilling the quiet index")?;
+            println!("backfilled {changed} working tasks (quiet)");
         }
         Cli::Esm {
             queue_url,

@@ -2,13 +2,19 @@
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{Error, LambdaEvent, run, service_fn, tracing};
-use mcp_tasks_core::aws::lambda::{Config, Ports, Role, SweepReport, Sweeper, flush_metrics};
+use mcp_tasks_core::aws::lambda::{
+    Config, Ports, Role, SweepReport, Sweeper, flush_metrics, request_deadline,
+};
 
 async fn handler(
     sweeper: &Sweeper,
-    _event: LambdaEvent<EventBridgeEvent>,
+    event: LambdaEvent<EventBridgeEvent>,
 ) -> Result<SweepReport, Error> {
-    let report = sweeper.run().await;
+    // Within the invocation's deadline (none under `cargo lambda watch`, which sends one
+    // already past): a sweep cut short resumes in the next run.
+    let report = sweeper
+        .run(request_deadline(event.context.deadline()))
+        .await;
     flush_metrics("sweep");
     Ok(report?)
 }

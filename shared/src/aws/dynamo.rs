@@ -13,6 +13,7 @@
 //! | `active_pk`     | S    | while non-terminal | sort key of the sparse `active` index        |
 //! | `tenant_active` | S    | while non-terminal | `tenant_active` partition key: `{tenant}#`   |
 //! | `expires_ms`    | N    | with a TTL         | sort key of the sparse `expiry` index        |
+//! | `quiet_ms`      | N    | while `working`    | sort key of the sparse `quiet` index         |
 //! | `ttl`           | N    | with a TTL         | DynamoDB TTL, epoch **seconds** (rounded up) |
 //!
 //! `pk` is also the sort key of the `tenant_active` index; `shard` is `0..`[`SHARDS`].
@@ -32,8 +33,8 @@
 //!
 //! # The indexes (no scans)
 //!
-//! `active` (`shard`, `active_pk`), `expiry` (`shard`, `expires_ms`) and `tenant_active`
-//! (`tenant_active`, `pk`), all KEYS_ONLY and sparse: `active_pk` and `tenant_active` exist
+//! `active` (`shard`, `active_pk`), `expiry` (`shard`, `expires_ms`), `tenant_active`
+//! (`tenant_active`, `pk`) and `quiet` (`shard`, `quiet_ms`), all KEYS_ONLY and sparse: `active_pk` and `tenant_active` exist
 //! only while a task is non-terminal (every write is a whole-item `PutItem`, so a terminal
 //! transition drops both from the item and thereby from their indexes), `expires_ms` only when
 //! it has a TTL. A single index partition takes about 1000 writes a second, so the index
@@ -43,6 +44,15 @@
 //! page still means the end. Index reads are eventually consistent (DynamoDB offers nothing
 //! else on a GSI): a listing may lag a write briefly, which the sweeps tolerate because they
 //! re-read every key with a consistent [`get`](TaskStore::get) before acting.
+//!
+//! `quiet` holds the orphan sweep's candidates only: `quiet_ms` is the task's
+//! [`quiet_mark_ms`](TaskRecord::quiet_mark_ms), present while the task is `working` — not
+//! while it waits for input, and gone once it ends — so the sweep
+//! ([`list_quiet`](TaskStore::list_quiet)) reads the tasks that went quiet before its bound
+//! and nothing else, however many tasks wait for people or sleep. The mark moves with the
+//! task's last update rounded down to a minute, so a running job's checkpoints rewrite the
+//! index entry at most once a minute (two index writes), and a sleeping job's once per sleep.
+//! Where the sweep stopped is kept in one item of its own ([`SWEEP_CURSOR_KEY`]).
 //!
 //! `tenant_active` serves one tenant's listing (the legacy `tasks/list`,
 //! [`list_tenant_active`](TaskStore::list_tenant_active)) without touching other tenants: its
@@ -81,6 +91,8 @@
 //!   repeated only for `UnprocessedKeys`, e.g. over its 16 MB response limit). Entries that
 //!   turn out finished (the index lags) are dropped and the page is refilled from the index.
 //! - `list_expired`: up to [`SHARDS`] `Query`s, stopping once `limit` keys are found.
+//! - `list_quiet`: one `Query` per shard visited (keys only, only the quiet `working` tasks),
+//!   then one `BatchGetItem` per 100 keys with consistent reads.
 //! - `delete`: one unconditional `DeleteItem` (plus the index deletes).
 //!
 //! Units follow the item size: a put costs one write unit per started KB of the larger of the
@@ -114,7 +126,7 @@ use aws_sdk_dynamodb::types::{
 use serde_dynamo::aws_sdk_dynamodb_1 as sd;
 use serde_json::{Map, Value};
 
-use crate::store::{StoreError, TaskKey, TaskStore, encode, encode_arguments};
+use crate::store::{QuietPage, StoreError, TaskKey, TaskStore, encode, encode_arguments};
 use crate::task::TaskRecord;
 
 /// Table key: `{tenant}#{taskId}` (tenant escaped).
@@ -128,6 +140,9 @@ pub const ATTR_ACTIVE: &str = "active_pk";
 pub const ATTR_TENANT_ACTIVE: &str = "tenant_active";
 /// Sort key of the `expiry` index: epoch milliseconds of expiry; present only with a TTL.
 pub const ATTR_EXPIRES_MS: &str = "expires_ms";
+/// Sort key of the `quiet` index: the task's quiet mark (epoch ms); present only while the
+/// task is `working`.
+pub const ATTR_QUIET: &str = "quiet_ms";
 /// DynamoDB's TTL attribute: epoch seconds of expiry, rounded up; present only with a TTL.
 pub const ATTR_TTL: &str = "ttl";
 /// The JSON text of a task's arguments, in the task's arguments item (see [`arguments_key`]).
@@ -138,6 +153,11 @@ pub const INDEX_ACTIVE: &str = "active";
 pub const INDEX_EXPIRY: &str = "expiry";
 /// The sparse index of each tenant's non-terminal tasks.
 pub const INDEX_TENANT_ACTIVE: &str = "tenant_active";
+/// The sparse index of `working` tasks by quiet mark: the orphan sweep's candidates.
+pub const INDEX_QUIET: &str = "quiet";
+/// The key of the item that holds where the orphan sweep stopped. No task key can be it:
+/// escaped tenants hold `%` only as `%23` or `%25`.
+pub const SWEEP_CURSOR_KEY: &str = "%sweep";
 /// Number of index shards. Stored in every item: changing it needs a migration.
 pub const SHARDS: u32 = 16;
 
@@ -152,12 +172,13 @@ const MAX_BATCH_GET: usize = 100;
 /// `BatchGetItem` rounds (each after a pause) before leftover `UnprocessedKeys` fail a call.
 const BATCH_GET_ROUNDS: u32 = 8;
 
-const RESERVED: [&str; 6] = [
+const RESERVED: [&str; 7] = [
     ATTR_PK,
     ATTR_SHARD,
     ATTR_ACTIVE,
     ATTR_TENANT_ACTIVE,
     ATTR_EXPIRES_MS,
+    ATTR_QUIET,
     ATTR_TTL,
 ];
 const TERMINAL: [&str; 3] = ["completed", "failed", "cancelled"];
@@ -550,6 +571,89 @@ impl DynamoStore {
             after = page.last().cloned();
         }
     }
+
+    /// Gives every `working` task written before the `quiet` index existed its [`ATTR_QUIET`]
+    /// attribute (without it the orphan sweep would not see the task until its next write);
+    /// returns how many items it changed. Idempotent and safe beside live traffic: each change
+    /// is an `UpdateItem` conditional on the version read and on the attribute still missing,
+    /// and leaves `version` alone. Costs: the `active` index pages, one `BatchGetItem` per 100
+    /// active tasks and one `UpdateItem` per `working` one lacking the attribute.
+    pub async fn backfill_quiet_index(&self) -> Result<usize, StoreError> {
+        const PAGE: usize = 1000;
+        let mut changed = 0;
+        let mut after: Option<TaskKey> = None;
+        loop {
+            let page = self.list_active(after.as_ref(), PAGE).await?;
+            let pks: Vec<String> = page.iter().map(|k| pk(&k.tenant, &k.task_id)).collect();
+            let records = self.batch_get(&pks).await?;
+            for (key, task) in &records {
+                let Some(mark) = task.quiet_mark_ms() else {
+                    continue;
+                };
+                let res = self
+                    .client
+                    .update_item()
+                    .table_name(&self.table)
+                    .key(ATTR_PK, AttributeValue::S(key.clone()))
+                    .update_expression("SET #q = :q")
+                    .condition_expression("#v = :v AND attribute_not_exists(#q)")
+                    .expression_attribute_names("#q", ATTR_QUIET)
+                    .expression_attribute_names("#v", "version")
+                    .expression_attribute_values(":q", AttributeValue::N(mark.to_string()))
+                    .expression_attribute_values(":v", AttributeValue::N(task.version.to_string()))
+                    .send()
+                    .await;
+                match res {
+                    Ok(_) => changed += 1,
+                    // Written since (and so carrying the attribute), or carrying it already.
+                    Err(e) if is_condition_failed(&e) => {}
+                    Err(e) => return Err(backend("backfill", &self.table, e)),
+                }
+            }
+            if page.len() < PAGE {
+                tracing::info!(table = %self.table, changed, "dynamodb.quiet_index_backfilled");
+                return Ok(changed);
+            }
+            after = page.last().cloned();
+        }
+    }
+}
+
+/// Where a listing of the `quiet` index stopped: the last key it listed.
+struct QuietCursor {
+    shard: u32,
+    mark: u64,
+    pk: String,
+}
+
+impl QuietCursor {
+    fn encode(&self) -> String {
+        format!("{}:{}:{}", self.shard, self.mark, self.pk)
+    }
+
+    /// `None` for anything [`QuietCursor::encode`] did not write (the listing starts over).
+    fn parse(s: &str) -> Option<Self> {
+        let mut parts = s.splitn(3, ':');
+        let shard = parts.next()?.parse().ok().filter(|s| *s < SHARDS)?;
+        let mark = parts.next()?.parse().ok()?;
+        let pk = parts.next().filter(|p| !p.is_empty())?.to_owned();
+        Some(Self { shard, mark, pk })
+    }
+
+    /// The index's `ExclusiveStartKey` for continuing after this key.
+    fn start_key(&self) -> HashMap<String, AttributeValue> {
+        HashMap::from([
+            (
+                ATTR_SHARD.to_owned(),
+                AttributeValue::N(self.shard.to_string()),
+            ),
+            (
+                ATTR_QUIET.to_owned(),
+                AttributeValue::N(self.mark.to_string()),
+            ),
+            (ATTR_PK.to_owned(), AttributeValue::S(self.pk.clone())),
+        ])
+    }
 }
 
 #[async_trait]
@@ -721,6 +825,125 @@ impl TaskStore for DynamoStore {
         Ok(n.min(at_most))
     }
 
+    async fn list_quiet(
+        &self,
+        quiet_before_ms: u64,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<QuietPage, StoreError> {
+        let limit = limit.max(1);
+        let start = after.and_then(|a| {
+            let c = QuietCursor::parse(a);
+            if c.is_none() {
+                tracing::warn!(table = %self.table, "dynamodb.sweep_cursor_unreadable: starting over");
+            }
+            c
+        });
+        let first = start.as_ref().map_or(0, |c| c.shard);
+        let mut keys: Vec<String> = Vec::new();
+        let mut last: Option<QuietCursor> = None;
+        'shards: for shard in first..SHARDS {
+            let mut exclusive = start
+                .as_ref()
+                .filter(|c| c.shard == shard)
+                .map(QuietCursor::start_key);
+            loop {
+                let want = limit - keys.len();
+                let out = self
+                    .client
+                    .query()
+                    .table_name(&self.table)
+                    .index_name(INDEX_QUIET)
+                    .key_condition_expression("#shard = :shard AND #q <= :q")
+                    .expression_attribute_names("#shard", ATTR_SHARD)
+                    .expression_attribute_names("#q", ATTR_QUIET)
+                    .expression_attribute_values(":shard", AttributeValue::N(shard.to_string()))
+                    .expression_attribute_values(
+                        ":q",
+                        AttributeValue::N(quiet_before_ms.to_string()),
+                    )
+                    .limit(i32::try_from(want).unwrap_or(i32::MAX))
+                    .set_exclusive_start_key(exclusive)
+                    .send()
+                    .await
+                    .map_err(|e| backend("query", &self.table, e))?;
+                for item in out.items() {
+                    let Some(key) = item.get(ATTR_PK).and_then(|v| v.as_s().ok()) else {
+                        tracing::warn!(table = %self.table, index = INDEX_QUIET, "dynamodb.index_entry_without_key");
+                        continue;
+                    };
+                    let mark = item
+                        .get(ATTR_QUIET)
+                        .and_then(|v| v.as_n().ok())
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(0);
+                    keys.push(key.clone());
+                    last = Some(QuietCursor {
+                        shard,
+                        mark,
+                        pk: key.clone(),
+                    });
+                }
+                if keys.len() >= limit {
+                    break 'shards;
+                }
+                match out.last_evaluated_key {
+                    Some(k) if !k.is_empty() => exclusive = Some(k),
+                    _ => break,
+                }
+            }
+        }
+        let mut page = QuietPage {
+            next: last.filter(|_| keys.len() >= limit).map(|c| c.encode()),
+            ..QuietPage::default()
+        };
+        // The index lags the table: a listed task may have moved on, finished or gone since.
+        let mut records = self.batch_get(&keys).await?;
+        for k in &keys {
+            match records.remove(k) {
+                Some(t) if t.quiet_mark_ms().is_some_and(|m| m <= quiet_before_ms) => {
+                    page.tasks.push(t)
+                }
+                Some(_) => {}
+                None => page.unreadable += 1,
+            }
+        }
+        Ok(page)
+    }
+
+    async fn sweep_cursor(&self) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .item_at(SWEEP_CURSOR_KEY.to_owned())
+            .await?
+            .and_then(|mut item| item.remove("cursor"))
+            .and_then(|v| v.as_s().ok().cloned()))
+    }
+
+    async fn save_sweep_cursor(&self, cursor: Option<&str>) -> Result<(), StoreError> {
+        let key = AttributeValue::S(SWEEP_CURSOR_KEY.to_owned());
+        match cursor {
+            Some(c) => self
+                .client
+                .put_item()
+                .table_name(&self.table)
+                .item(ATTR_PK, key)
+                .item("cursor", AttributeValue::S(c.to_owned()))
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| backend("put_item", &self.table, e)),
+            None => self
+                .client
+                .delete_item()
+                .table_name(&self.table)
+                .key(ATTR_PK, key)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| backend("delete_item", &self.table, e)),
+        }
+    }
+
     async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
         let mut out = Vec::new();
         for shard in 0..SHARDS {
@@ -856,12 +1079,13 @@ type IndexSpec = (
 );
 
 /// The table's global secondary indexes (template.yaml declares the same).
-fn index_specs() -> [IndexSpec; 3] {
+fn index_specs() -> [IndexSpec; 4] {
     use ScalarAttributeType::{N, S};
     [
         (INDEX_ACTIVE, (ATTR_SHARD, N), (ATTR_ACTIVE, S)),
         (INDEX_EXPIRY, (ATTR_SHARD, N), (ATTR_EXPIRES_MS, N)),
         (INDEX_TENANT_ACTIVE, (ATTR_TENANT_ACTIVE, S), (ATTR_PK, S)),
+        (INDEX_QUIET, (ATTR_SHARD, N), (ATTR_QUIET, N)),
     ]
 }
 
@@ -891,7 +1115,7 @@ fn keys_only() -> Projection {
         .build()
 }
 
-/// Creates the task table with its three indexes (on-demand billing) and enables TTL on
+/// Creates the task table with its four indexes (on-demand billing) and enables TTL on
 /// [`ATTR_TTL`]; waits until all of it is active. Idempotent: an existing table keeps its
 /// data and settings, gets any index it lacks (one `UpdateTable` each — how a table made
 /// before `tenant_active` existed is migrated, after
@@ -980,6 +1204,11 @@ async fn add_missing_indexes(client: &Client, name: &str) -> Result<(), StoreErr
         if index == INDEX_TENANT_ACTIVE {
             DynamoStore::new(client.clone(), name)
                 .backfill_tenant_index()
+                .await?;
+        }
+        if index == INDEX_QUIET {
+            DynamoStore::new(client.clone(), name)
+                .backfill_quiet_index()
                 .await?;
         }
         let create = CreateGlobalSecondaryIndexAction::builder()
@@ -1129,6 +1358,9 @@ fn to_item(task: &TaskRecord) -> Result<HashMap<String, AttributeValue>, StoreEr
         ATTR_SHARD.into(),
         AttributeValue::N(shard_of(&key).to_string()),
     );
+    if let Some(mark) = task.quiet_mark_ms() {
+        item.insert(ATTR_QUIET.into(), AttributeValue::N(mark.to_string()));
+    }
     if let Some(at) = task.expires_at_ms() {
         item.insert(ATTR_EXPIRES_MS.into(), AttributeValue::N(at.to_string()));
         item.insert(

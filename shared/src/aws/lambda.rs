@@ -708,6 +708,12 @@ pub struct SweepReport {
     pub requeued: usize,
     /// Active tasks listed but not readable, skipped (see [`crate::engine::SweepStats`]).
     pub skipped: usize,
+    /// Quiet tasks left alone while messages waited in the queue.
+    pub queued: usize,
+    /// Candidate records the sweep read.
+    pub read: usize,
+    /// Whether the sweep reached the end of its listing (else the next run resumes).
+    pub complete: bool,
     /// Expired tasks deleted.
     pub purged: usize,
     /// Expired tasks whose delete failed (tried again next run).
@@ -741,20 +747,35 @@ impl Sweeper {
     /// One sweep. Both halves always run, neither depends on the other: an item either cannot
     /// read or delete is skipped and counted, and only a failed listing is an error — the
     /// first such error is returned after both halves ran.
-    pub async fn run(&self) -> Result<SweepReport, SweepError> {
-        let swept = self.engine.sweep(self.stale).await;
+    ///
+    /// Within `deadline` (the invocation's; `None`: no limit): the orphan sweep stops once two
+    /// thirds of the time left are used (between pages; the next run resumes there), leaving
+    /// the rest to the purge.
+    pub async fn run(&self, deadline: Option<Instant>) -> Result<SweepReport, SweepError> {
+        let until = deadline.map(|d| {
+            let left = d.saturating_duration_since(Instant::now());
+            Instant::now() + left * 2 / 3
+        });
+        let swept = self.engine.sweep_until(self.stale, until).await;
         let purged = self.engine.purge().await;
         let s = swept.as_ref().copied().unwrap_or_default();
         let p = purged.as_ref().copied().unwrap_or_default();
         let report = SweepReport {
             requeued: s.requeued,
             skipped: s.skipped,
+            queued: s.queued,
+            read: s.read,
+            complete: s.complete,
             purged: p.purged,
             purge_failed: p.failed,
         };
         tracing::info!(
             requeued = report.requeued,
             skipped = report.skipped,
+            queued = report.queued,
+            read = report.read,
+            resumed = s.resumed,
+            complete = report.complete,
             purged = report.purged,
             purge_failed = report.purge_failed,
             sweep_failed = swept.is_err(),
@@ -1109,11 +1130,13 @@ mod tests {
             sweep_stale: Duration::ZERO,
             ..env(Role::Sweep, &BASE).unwrap()
         };
-        let report = Sweeper::new(&config, &r.ports).run().await.unwrap();
+        let report = Sweeper::new(&config, &r.ports).run(None).await.unwrap();
         assert_eq!(
             report,
             SweepReport {
                 requeued: 1,
+                read: 1,
+                complete: true,
                 ..SweepReport::default()
             }
         );
@@ -1128,7 +1151,7 @@ mod tests {
         r.store.create(&expired, &json!({})).await.unwrap();
         r.store.fail_listing.store(true, Ordering::SeqCst);
         let config = env(Role::Sweep, &BASE).unwrap();
-        let out = Sweeper::new(&config, &r.ports).run().await;
+        let out = Sweeper::new(&config, &r.ports).run(None).await;
         assert!(out.is_err(), "the failed half is reported");
         assert_eq!(
             r.store.get("t", "tsk_x").await.unwrap(),

@@ -25,7 +25,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::DisplayErrorContext;
-use aws_sdk_sqs::types::{MessageSystemAttributeNameForSends, MessageSystemAttributeValue};
+use aws_sdk_sqs::types::{
+    MessageSystemAttributeNameForSends, MessageSystemAttributeValue, QueueAttributeName,
+};
 
 use crate::queue::{QueueError, WorkMessage, WorkQueue};
 
@@ -158,6 +160,22 @@ impl WorkQueue for SqsQueue {
             .await
             .map_err(|e| QueueError(DisplayErrorContext(e).to_string()))?;
         Ok(())
+    }
+
+    /// `ApproximateNumberOfMessages`: the visible messages (neither delayed nor in flight).
+    async fn waiting(&self) -> Result<Option<u64>, QueueError> {
+        let out = self
+            .client
+            .get_queue_attributes()
+            .queue_url(&self.queue_url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .map_err(|e| QueueError(DisplayErrorContext(e).to_string()))?;
+        Ok(out
+            .attributes()
+            .and_then(|a| a.get(&QueueAttributeName::ApproximateNumberOfMessages))
+            .and_then(|n| n.parse().ok()))
     }
 }
 

@@ -34,6 +34,8 @@ where
     only_one_of_two_racing_writers_wins(&make().await).await;
     active_and_expired_listings_track_status_and_ttl(&make().await).await;
     active_listing_pages_cover_every_task_once(&make().await).await;
+    quiet_listing_holds_only_quiet_working_tasks_in_pages(&make().await).await;
+    a_sweep_cursor_is_kept_or_not_at_all(&make().await).await;
     tenant_listing_shows_only_that_tenants_active_tasks(&make().await).await;
     tenant_count_counts_only_that_tenants_active_tasks(&make().await).await;
     tenant_listing_tracks_updates_and_terminal_transitions(&make().await).await;
@@ -136,6 +138,79 @@ async fn active_and_expired_listings_track_status_and_ttl(s: &impl TaskStore) {
     assert_eq!(expired.len(), 1);
     assert_eq!(expired[0].task_id, short.task_id);
     assert!(s.list_expired(0, 100).await.unwrap().is_empty());
+}
+
+async fn quiet_listing_holds_only_quiet_working_tasks_in_pages(s: &impl TaskStore) {
+    let now = crate::clock::now_ms();
+    let old = now - 10 * 60_000;
+    let bound = now - 5 * 60_000;
+    let mut want = std::collections::BTreeSet::new();
+    for i in 0..11 {
+        let mut t = task(["a", "b", "a#b"][i % 3], None);
+        t.last_updated_at_ms = old;
+        s.create(&t, &args()).await.unwrap();
+        want.insert(t.task_id);
+    }
+    // Quiet as long, but none of them the sweep's: updated now, asleep past the bound,
+    // waiting for input, finished.
+    let fresh = task("a", None);
+    s.create(&fresh, &args()).await.unwrap();
+    let mut asleep = task("b", None);
+    asleep.last_updated_at_ms = old;
+    asleep.wake_at_ms = Some(now + 60_000);
+    s.create(&asleep, &args()).await.unwrap();
+    let mut parked = task("a", None);
+    parked.last_updated_at_ms = old;
+    s.create(&parked, &args()).await.unwrap();
+    parked.transition(TaskStatus::InputRequired).unwrap();
+    parked.last_updated_at_ms = old;
+    s.update(&parked).await.unwrap();
+    let mut done = task("b", None);
+    done.last_updated_at_ms = old;
+    s.create(&done, &args()).await.unwrap();
+    done.fail(crate::protocol::ErrorObject::internal("boom"))
+        .unwrap();
+    s.update(&done).await.unwrap();
+
+    let mut got = std::collections::BTreeSet::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = s.list_quiet(bound, after.as_deref(), 4).await.unwrap();
+        assert_eq!(page.unreadable, 0);
+        assert!(page.tasks.len() <= 4);
+        for t in &page.tasks {
+            assert_eq!(t.status, TaskStatus::Working);
+            assert!(t.quiet_mark_ms().unwrap() <= bound);
+            assert!(got.insert(t.task_id.clone()), "listed twice: {}", t.task_id);
+        }
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    assert_eq!(got, want);
+
+    // A task that moves (a run took it) leaves the listing.
+    let page = s.list_quiet(bound, None, 100).await.unwrap();
+    let mut moved = page.tasks[0].clone();
+    moved.touch();
+    s.update(&moved).await.unwrap();
+    let page = s.list_quiet(bound, None, 100).await.unwrap();
+    assert_eq!(page.tasks.len(), want.len() - 1);
+    assert!(page.tasks.iter().all(|t| t.task_id != moved.task_id));
+}
+
+async fn a_sweep_cursor_is_kept_or_not_at_all(s: &impl TaskStore) {
+    let before = s.sweep_cursor().await.unwrap();
+    assert_eq!(before, None, "a fresh store has no cursor");
+    s.save_sweep_cursor(Some("somewhere")).await.unwrap();
+    let kept = s.sweep_cursor().await.unwrap();
+    assert!(
+        kept.is_none() || kept.as_deref() == Some("somewhere"),
+        "a store keeps the cursor it was given, or none: {kept:?}"
+    );
+    s.save_sweep_cursor(None).await.unwrap();
+    assert_eq!(s.sweep_cursor().await.unwrap(), None);
 }
 
 async fn active_listing_pages_cover_every_task_once(s: &impl TaskStore) {

@@ -46,6 +46,19 @@ pub struct TaskKey {
     pub task_id: String,
 }
 
+/// One page of [`TaskStore::list_quiet`].
+#[derive(Debug, Default)]
+pub struct QuietPage {
+    /// The records of the page's `working` tasks whose quiet mark is within the bound, each
+    /// as [`TaskStore::get`] would return it.
+    pub tasks: Vec<TaskRecord>,
+    /// Listed keys that had no readable record: gone since the listing, or an item the store
+    /// cannot decode or that does not match its key (the store logs each with its key).
+    pub unreadable: usize,
+    /// Where the next page starts (opaque); `None` once the listing is done.
+    pub next: Option<String>,
+}
+
 /// Largest serialized record a store accepts. DynamoDB's item limit is 400 KB; keeping every
 /// adapter to the same bound means a result that fits locally also fits on AWS.
 pub const MAX_RECORD_BYTES: usize = 350 * 1024;
@@ -98,6 +111,17 @@ pub fn arguments_len(arguments: &Value) -> usize {
 /// - the listings (`list_active`, `list_tenant_active`, `list_expired`) may lag the latest
 ///   writes where the backend indexes them eventually consistently (DynamoDB's global secondary
 ///   indexes): callers of the key listings re-read each key with `get` before acting on it;
+/// - `list_quiet` returns, page by page, the records of every `working` task whose
+///   [`quiet_mark_ms`](TaskRecord::quiet_mark_ms) is at or before its bound — and, where the
+///   backend indexes them eventually consistently, possibly a few that no longer are (callers
+///   check each record); never one waiting for input or finished as read. A listing resumed
+///   from a `next` of an earlier call (even another process's) goes on where that one stopped;
+///   what changed meanwhile is found by the next pass from the start. The pages are for the
+///   orphan sweep: a task nobody can act on (waiting for input, asleep) is never read;
+/// - `sweep_cursor` returns what `save_sweep_cursor` saved last (`None` if nothing), so that a
+///   sweep cut short by its deadline resumes there in its next run, whichever process runs
+///   it. The default keeps nothing: a store whose sweep always runs to the end needs no
+///   cursor;
 /// - `delete` removes a record and its arguments (purge of expired tasks); absent is not an
 ///   error.
 #[async_trait]
@@ -182,6 +206,56 @@ pub trait TaskStore: Send + Sync + 'static {
             after = page.last().map(|t| t.task_id.clone());
         }
         Ok(n.min(at_most))
+    }
+    /// Records of `working` tasks whose quiet mark is at or before `quiet_before_ms`, from
+    /// `after` (a [`QuietPage::next`]) on, at most `limit` listed keys per page.
+    ///
+    /// The default walks every active key ([`list_active`](Self::list_active)) and reads each
+    /// with `get`: correct, but a pass over all active tasks. The DynamoDB adapter reads a
+    /// sparse index of `working` tasks ordered by their mark instead.
+    async fn list_quiet(
+        &self,
+        quiet_before_ms: u64,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<QuietPage, StoreError> {
+        let after = after.and_then(|a| {
+            let (tenant, task_id) = a.split_once('\u{1f}')?;
+            Some(TaskKey {
+                tenant: tenant.to_owned(),
+                task_id: task_id.to_owned(),
+            })
+        });
+        let keys = self.list_active(after.as_ref(), limit).await?;
+        let mut page = QuietPage {
+            next: keys
+                .last()
+                .filter(|_| keys.len() >= limit)
+                .map(|k| key(&k.tenant, &k.task_id)),
+            ..QuietPage::default()
+        };
+        for k in keys {
+            match self.get(&k.tenant, &k.task_id).await {
+                Ok(Some(t)) if t.quiet_mark_ms().is_some_and(|m| m <= quiet_before_ms) => {
+                    page.tasks.push(t)
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => page.unreadable += 1,
+                Err(e) => {
+                    tracing::warn!(task_id = %k.task_id, error = %e, "store.read_failed");
+                    page.unreadable += 1;
+                }
+            }
+        }
+        Ok(page)
+    }
+    /// Where the last sweep stopped (see the contract).
+    async fn sweep_cursor(&self) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
+    /// Saves where this sweep stopped; `None` when it reached the end.
+    async fn save_sweep_cursor(&self, _cursor: Option<&str>) -> Result<(), StoreError> {
+        Ok(())
     }
     /// Keys of all tasks whose expiry is at or before `now_ms`, at most `limit`.
     async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError>;

@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use super::{StoreError, TaskKey, TaskStore};
+use super::{QuietPage, StoreError, TaskKey, TaskStore};
 use crate::task::TaskRecord;
 
 /// Where a subscription's wake-ups come from.
@@ -159,6 +159,20 @@ impl<S: TaskStore> TaskStore for Watched<S> {
     }
     async fn count_tenant_active(&self, tenant: &str, at_most: usize) -> Result<usize, StoreError> {
         self.inner.count_tenant_active(tenant, at_most).await
+    }
+    async fn list_quiet(
+        &self,
+        quiet_before_ms: u64,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<QuietPage, StoreError> {
+        self.inner.list_quiet(quiet_before_ms, after, limit).await
+    }
+    async fn sweep_cursor(&self) -> Result<Option<String>, StoreError> {
+        self.inner.sweep_cursor().await
+    }
+    async fn save_sweep_cursor(&self, cursor: Option<&str>) -> Result<(), StoreError> {
+        self.inner.save_sweep_cursor(cursor).await
     }
     async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
         self.inner.list_expired(now_ms, limit).await
