@@ -1,0 +1,105 @@
+//! Keys: the table key of a task and of the items beside it, the index shard, and where a
+//! listing of the `quiet` index stopped.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::{ATTR_PK, ATTR_QUIET, ATTR_SHARD, SHARDS};
+use crate::store::TaskKey;
+
+/// The table key of a task: `{tenant}#{taskId}`, with `%` and `#` escaped in the tenant so the
+/// first `#` always ends it.
+pub fn pk(tenant: &str, task_id: &str) -> String {
+    let mut k = tenant_hash(tenant);
+    k.push_str(task_id);
+    k
+}
+
+/// The `tenant_active` partition key of a tenant: the start of its tasks' [`pk`]s, the escaped
+/// tenant and `#` (so it is never empty, and two tenants never share it).
+pub fn tenant_hash(tenant: &str) -> String {
+    let mut k = String::with_capacity(tenant.len() + 47);
+    for c in tenant.chars() {
+        match c {
+            '%' => k.push_str("%25"),
+            '#' => k.push_str("%23"),
+            c => k.push(c),
+        }
+    }
+    k.push('#');
+    k
+}
+
+/// Inverse of [`pk`].
+pub(super) fn split_pk(k: &str) -> Option<TaskKey> {
+    let (tenant, task_id) = k.split_once('#')?;
+    Some(TaskKey {
+        tenant: tenant.replace("%23", "#").replace("%25", "%"),
+        task_id: task_id.to_owned(),
+    })
+}
+
+/// The index shard of a key: FNV-1a, stable across processes and releases.
+pub(super) fn shard_of(pk: &str) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in pk.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (h % u64::from(SHARDS)) as u32
+}
+
+/// The key of a tenant's running-jobs item: `#` after the tenant's key prefix, where a task
+/// key has its task id (task ids never start with `#`).
+pub(super) fn runs_key(tenant: &str) -> String {
+    let mut k = tenant_hash(tenant);
+    k.push_str("#runs");
+    k
+}
+
+/// The key of a task's arguments item: the tenant's key prefix, `#args#`, the task id. Task
+/// ids never start with `#`, so no task key (nor the running-jobs key) is ever one of these.
+pub fn arguments_key(tenant: &str, task_id: &str) -> String {
+    let mut k = tenant_hash(tenant);
+    k.push_str("#args#");
+    k.push_str(task_id);
+    k
+}
+
+/// Where a listing of the `quiet` index stopped: the last key it listed.
+pub(super) struct QuietCursor {
+    pub(super) shard: u32,
+    pub(super) mark: u64,
+    pub(super) pk: String,
+}
+
+impl QuietCursor {
+    pub(super) fn encode(&self) -> String {
+        format!("{}:{}:{}", self.shard, self.mark, self.pk)
+    }
+
+    /// `None` for anything [`QuietCursor::encode`] did not write (the listing starts over).
+    pub(super) fn parse(s: &str) -> Option<Self> {
+        let mut parts = s.splitn(3, ':');
+        let shard = parts.next()?.parse().ok().filter(|s| *s < SHARDS)?;
+        let mark = parts.next()?.parse().ok()?;
+        let pk = parts.next().filter(|p| !p.is_empty())?.to_owned();
+        Some(Self { shard, mark, pk })
+    }
+
+    /// The index's `ExclusiveStartKey` for continuing after this key.
+    pub(super) fn start_key(&self) -> HashMap<String, AttributeValue> {
+        HashMap::from([
+            (
+                ATTR_SHARD.to_owned(),
+                AttributeValue::N(self.shard.to_string()),
+            ),
+            (
+                ATTR_QUIET.to_owned(),
+                AttributeValue::N(self.mark.to_string()),
+            ),
+            (ATTR_PK.to_owned(), AttributeValue::S(self.pk.clone())),
+        ])
+    }
+}

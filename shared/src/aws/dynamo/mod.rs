@@ -1,0 +1,678 @@
+//! The DynamoDB [`TaskStore`]: one item per task, every write conditional.
+//!
+//! # The item
+//!
+//! The record's own fields are mapped by `serde_dynamo` (native attributes, readable in the
+//! console, `status` and `version` usable in conditions). Next to them the adapter writes only
+//! its key, index and TTL attributes ([`ATTR_PK`] and friends):
+//!
+//! | attribute       | type | present            | what for                                     |
+//! |-----------------|------|--------------------|----------------------------------------------|
+//! | `pk`            | S    | always             | table key: `{tenant}#{taskId}`               |
+//! | `shard`         | N    | always             | partition key of `active` and `expiry`       |
+//! | `active_pk`     | S    | while non-terminal | sort key of the sparse `active` index        |
+//! | `tenant_active` | S    | while non-terminal | `tenant_active` partition key: `{tenant}#`   |
+//! | `expires_ms`    | N    | with a TTL         | sort key of the sparse `expiry` index        |
+//! | `quiet_ms`      | N    | while `working`    | sort key of the sparse `quiet` index         |
+//! | `ttl`           | N    | with a TTL         | DynamoDB TTL, epoch **seconds** (rounded up) |
+//!
+//! `pk` is also the sort key of the `tenant_active` index; `shard` is `0..`[`SHARDS`].
+//!
+//! The tenant is part of the key, so a lookup with another tenant addresses another item: a
+//! foreign task reads exactly like a missing one, and a foreign update or delete touches
+//! nothing. `#` and `%` in the tenant are percent-escaped so that `("a#b", "c")` and
+//! `("a", "b#c")` can never share a key (task ids may contain `#`). While a task is active its
+//! key is also an index sort key, so the escaped tenant and the task id together must stay
+//! within 1024 bytes (generated task ids are 46).
+//!
+//! Every read checks the record against the key it was read from: an item whose record names
+//! another tenant or task id (a hand edit, a botched migration), or that does not decode at
+//! all (a rollback past a release that added a status), is logged with its key and read as
+//! absent (`DynamoStore::record_at`) — writes are keyed on the record, so trusting such a
+//! record would let one tenant's request write another tenant's task.
+//!
+//! # The indexes (no scans)
+//!
+//! `active` (`shard`, `active_pk`), `expiry` (`shard`, `expires_ms`), `tenant_active`
+//! (`tenant_active`, `pk`) and `quiet` (`shard`, `quiet_ms`), all KEYS_ONLY and sparse: `active_pk` and `tenant_active` exist
+//! only while a task is non-terminal (every write is a whole-item `PutItem`, so a terminal
+//! transition drops both from the item and thereby from their indexes), `expires_ms` only when
+//! it has a TTL. A single index partition takes about 1000 writes a second, so the index
+//! partition key is a fixed shard (a stable hash of `pk`) rather than a constant.
+//! [`list_active`](TaskStore::list_active) therefore pages in **(shard, key)** order — a fixed
+//! total order, which is all the port promises — and fills a page across shards, so a short
+//! page still means the end. Index reads are eventually consistent (DynamoDB offers nothing
+//! else on a GSI): a listing may lag a write briefly, which the sweeps tolerate because they
+//! re-read every key with a consistent [`get`](TaskStore::get) before acting.
+//!
+//! `quiet` holds the orphan sweep's candidates only: `quiet_ms` is the task's
+//! [`quiet_mark_ms`](TaskRecord::quiet_mark_ms), present while the task is `working` — not
+//! while it waits for input, and gone once it ends — so the sweep
+//! ([`list_quiet`](TaskStore::list_quiet)) reads the tasks that went quiet before its bound
+//! and nothing else, however many tasks wait for people or sleep. The mark moves with the
+//! task's last update rounded down to a minute, so a running job's checkpoints rewrite the
+//! index entry at most once a minute (two index writes), and a sleeping job's once per sleep.
+//! Where the sweep stopped is kept in one item of its own ([`SWEEP_CURSOR_KEY`]).
+//!
+//! `tenant_active` serves one tenant's listing (the legacy `tasks/list`,
+//! [`list_tenant_active`](TaskStore::list_tenant_active)) without touching other tenants: its
+//! partition key is the escaped tenant followed by `#` (the `pk` prefix: never empty, which a
+//! DynamoDB key must not be, and at most 1024 bytes as `pk` is), its sort key is `pk` itself,
+//! so one tenant's active tasks are one index partition in task-id order. One partition per
+//! tenant is deliberate: a listing is one `Query`, and the index is written only when a task
+//! enters or leaves it (create, terminal transition, delete; other updates change neither key
+//! and nothing else is projected). A partition takes about 1000 writes a second, so one tenant
+//! could start and finish some 500 tasks a second before its index partition throttles (and
+//! with it, as DynamoDB does for a throttled GSI, that tenant's writes to the table).
+//!
+//! # Where things are
+//!
+//! The item mapping is in `item`, keys and the shard in `key`, table and index creation in
+//! [`create_table`], the conditional writes and their retries in `write`, the running-jobs
+//! guard in `runs`, and the back-fills for tables made before an index existed in
+//! [`DynamoStore::backfill_tenant_index`] and [`DynamoStore::backfill_quiet_index`]. What each
+//! call costs is in the repository's `docs/dynamodb.md`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+use serde_json::Value;
+
+use crate::store::{QuietPage, StoreError, TaskKey, TaskStore, encode, encode_arguments};
+use crate::task::TaskRecord;
+
+mod backfill;
+mod item;
+mod key;
+mod runs;
+mod table;
+#[cfg(test)]
+mod tests;
+mod write;
+
+pub use key::{arguments_key, pk, tenant_hash};
+pub use table::create_table;
+
+use item::{from_item, to_item};
+use key::{QuietCursor, shard_of, split_pk};
+use write::Prior;
+
+/// Table key: `{tenant}#{taskId}` (tenant escaped).
+pub const ATTR_PK: &str = "pk";
+/// Index partition key, `0..SHARDS`.
+pub const ATTR_SHARD: &str = "shard";
+/// Sort key of the `active` index; present only while the task is non-terminal.
+pub const ATTR_ACTIVE: &str = "active_pk";
+/// Partition key of the `tenant_active` index: the escaped tenant and `#`; present only while
+/// the task is non-terminal.
+pub const ATTR_TENANT_ACTIVE: &str = "tenant_active";
+/// Sort key of the `expiry` index: epoch milliseconds of expiry; present only with a TTL.
+pub const ATTR_EXPIRES_MS: &str = "expires_ms";
+/// Sort key of the `quiet` index: the task's quiet mark (epoch ms); present only while the
+/// task is `working`.
+pub const ATTR_QUIET: &str = "quiet_ms";
+/// DynamoDB's TTL attribute: epoch seconds of expiry, rounded up; present only with a TTL.
+pub const ATTR_TTL: &str = "ttl";
+/// The JSON text of a task's arguments, in the task's arguments item (see [`arguments_key`]).
+pub const ATTR_ARGUMENTS: &str = "args";
+/// The sparse index of non-terminal tasks.
+pub const INDEX_ACTIVE: &str = "active";
+/// The sparse index of tasks with an expiry.
+pub const INDEX_EXPIRY: &str = "expiry";
+/// The sparse index of each tenant's non-terminal tasks.
+pub const INDEX_TENANT_ACTIVE: &str = "tenant_active";
+/// The sparse index of `working` tasks by quiet mark: the orphan sweep's candidates.
+pub const INDEX_QUIET: &str = "quiet";
+/// The key of the item that holds where the orphan sweep stopped. No task key can be it:
+/// escaped tenants hold `%` only as `%23` or `%25`.
+pub const SWEEP_CURSOR_KEY: &str = "%sweep";
+/// Number of index shards. Stored in every item: changing it needs a migration.
+pub const SHARDS: u32 = 16;
+
+/// Most keys in one `BatchGetItem`.
+const MAX_BATCH_GET: usize = 100;
+/// `BatchGetItem` rounds (each after a pause) before leftover `UnprocessedKeys` fail a call.
+const BATCH_GET_ROUNDS: u32 = 8;
+/// The terminal statuses, as stored (conditions refuse to overwrite them).
+const TERMINAL: [&str; 3] = ["completed", "failed", "cancelled"];
+
+/// Task records in one DynamoDB table (create it with [`create_table`]).
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+}
+
+impl DynamoStore {
+    /// A store over an existing table. Build the client once, at cold start.
+    pub fn new(client: Client, table_name: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table_name.into(),
+        }
+    }
+
+    /// The table this store writes.
+    pub fn table_name(&self) -> &str {
+        &self.table
+    }
+
+    /// The item at `key`, read consistently (a task record, its arguments, a tenant's
+    /// running-jobs item: every single-item read of this store).
+    async fn item_at(
+        &self,
+        key: String,
+    ) -> Result<Option<HashMap<String, AttributeValue>>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(ATTR_PK, AttributeValue::S(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| backend("get", &self.table, e))?;
+        Ok(out.item)
+    }
+
+    /// The stored JSON text of a task's arguments.
+    async fn arguments_bytes(
+        &self,
+        tenant: &str,
+        task_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let item = self.item_at(arguments_key(tenant, task_id)).await?;
+        match item.as_ref().and_then(|i| i.get(ATTR_ARGUMENTS)) {
+            Some(AttributeValue::B(b)) => Ok(Some(b.clone().into_inner())),
+            Some(_) => Err(codec(
+                "deserialize",
+                "arguments item without binary arguments",
+            )),
+            None => Ok(None),
+        }
+    }
+
+    /// Queries one shard of an index, following continuation pages, until `out` holds `limit`
+    /// keys. `sort` narrows the index's sort key (`(">", after)`, `("<=", now)`).
+    async fn query_shard(
+        &self,
+        index: &'static str,
+        shard: u32,
+        sort: Option<(&'static str, AttributeValue)>,
+        limit: usize,
+        out: &mut Vec<TaskKey>,
+    ) -> Result<(), StoreError> {
+        let sort_attr = if index == INDEX_ACTIVE {
+            ATTR_ACTIVE
+        } else {
+            ATTR_EXPIRES_MS
+        };
+        let condition = match &sort {
+            Some((op, _)) => format!("#shard = :shard AND #sort {op} :sort"),
+            None => "#shard = :shard".to_owned(),
+        };
+        let mut start = None;
+        loop {
+            let want = limit.saturating_sub(out.len());
+            if want == 0 {
+                return Ok(());
+            }
+            let mut req = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(index)
+                .key_condition_expression(&condition)
+                .expression_attribute_names("#shard", ATTR_SHARD)
+                .expression_attribute_values(":shard", AttributeValue::N(shard.to_string()))
+                .limit(i32::try_from(want).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start);
+            if let Some((_, value)) = &sort {
+                req = req
+                    .expression_attribute_names("#sort", sort_attr)
+                    .expression_attribute_values(":sort", value.clone());
+            }
+            let page = req
+                .send()
+                .await
+                .map_err(|e| backend("query", &self.table, e))?;
+            for item in page.items() {
+                match item.get(ATTR_PK).and_then(|v| v.as_s().ok()) {
+                    Some(pk) => out.extend(split_pk(pk)),
+                    None => {
+                        tracing::warn!(table = %self.table, index, "dynamodb.index_entry_without_key")
+                    }
+                }
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// The record of the item read at table key `key`, or `None` — logged as an error with the
+    /// key, never the content — when the item does not decode (a rollback past a release that
+    /// added a status or changed a field, a hand edit) or its record names another key (a hand
+    /// edit, a botched tenant migration).
+    ///
+    /// Both are treated as absent, everywhere: a record is trusted only at its own key, because
+    /// every later write is keyed on the record (`update` writes `pk(record.tenant,
+    /// record.task_id)`), so a record read at tenant B's key that says tenant A would let B's
+    /// `tasks/cancel` cancel A's task. An undecodable item cannot be acted on by this release
+    /// at all: answering "unknown task" (`-32602`) instead of `-32603` tells a client the truth
+    /// for this release (retrying will not help), keeps the sweep going past it, and no write
+    /// can touch it (each needs a decoded read first, and `create` is conditional on absence).
+    /// Expired such items are still purged (the purge goes by the `expiry` index's keys).
+    fn record_at(&self, key: &str, item: HashMap<String, AttributeValue>) -> Option<TaskRecord> {
+        match from_item(item) {
+            Ok(t) if pk(&t.tenant, &t.task_id) == key => Some(t),
+            Ok(_) => {
+                tracing::error!(table = %self.table, key, "dynamodb.record_key_mismatch");
+                None
+            }
+            Err(_) => {
+                tracing::error!(table = %self.table, key, "dynamodb.undecodable_item");
+                None
+            }
+        }
+    }
+
+    /// The records of `pks`, read consistently with `BatchGetItem`; absent keys, and items
+    /// that do not decode or do not match their key (logged), are missing from the map.
+    /// `UnprocessedKeys` are asked for again after a pause.
+    async fn batch_get(&self, pks: &[String]) -> Result<HashMap<String, TaskRecord>, StoreError> {
+        let mut out = HashMap::with_capacity(pks.len());
+        for chunk in pks.chunks(MAX_BATCH_GET) {
+            let keys = chunk
+                .iter()
+                .map(|k| HashMap::from([(ATTR_PK.to_owned(), AttributeValue::S(k.clone()))]))
+                .collect();
+            let mut request = Some(
+                KeysAndAttributes::builder()
+                    .set_keys(Some(keys))
+                    .consistent_read(true)
+                    .build()
+                    .map_err(|e| backend("batch_get", &self.table, e))?,
+            );
+            let mut pause = Duration::from_millis(25);
+            for round in 0..BATCH_GET_ROUNDS {
+                let Some(req) = request.take() else { break };
+                if round > 0 {
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                let page = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, req)
+                    .send()
+                    .await
+                    .map_err(|e| backend("batch_get", &self.table, e))?;
+                for item in page
+                    .responses
+                    .and_then(|mut r| r.remove(&self.table))
+                    .unwrap_or_default()
+                {
+                    let Some(k) = item.get(ATTR_PK).and_then(|v| v.as_s().ok()).cloned() else {
+                        continue;
+                    };
+                    // A bad item is skipped (and logged) so that it does not hide the others.
+                    if let Some(t) = self.record_at(&k, item) {
+                        out.insert(k, t);
+                    }
+                }
+                request = page
+                    .unprocessed_keys
+                    .and_then(|mut u| u.remove(&self.table))
+                    .filter(|k| !k.keys().is_empty());
+            }
+            if request.is_some() {
+                tracing::warn!(table = %self.table, "dynamodb.batch_get_unprocessed");
+                return Err(StoreError::Backend(
+                    "dynamodb batch_get left keys unprocessed".into(),
+                ));
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl TaskStore for DynamoStore {
+    async fn create(&self, task: &TaskRecord, arguments: &Value) -> Result<(), StoreError> {
+        // Both sizes are checked before anything is written. The arguments go first: a record
+        // is never readable without them (a crash between the two leaves an arguments item
+        // alone, which DynamoDB's TTL removes).
+        encode(task)?;
+        to_item(task)?;
+        let bytes = encode_arguments(arguments)?;
+        self.put_arguments(task, bytes).await?;
+        self.put(
+            "create",
+            task,
+            Prior::Absent,
+            "attribute_not_exists(#pk)",
+            &[("#pk", ATTR_PK)],
+            Vec::new(),
+        )
+        .await
+    }
+
+    async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        if task_id.starts_with('#') {
+            // Not a task key: the tenant's running-jobs and arguments items live there.
+            return Ok(None);
+        }
+        let key = pk(tenant, task_id);
+        let item = self.item_at(key.clone()).await?;
+        Ok(item.and_then(|item| self.record_at(&key, item)))
+    }
+
+    async fn arguments(&self, tenant: &str, task_id: &str) -> Result<Option<Value>, StoreError> {
+        if task_id.starts_with('#') {
+            return Ok(None);
+        }
+        self.arguments_bytes(tenant, task_id)
+            .await?
+            .map(|b| serde_json::from_slice(&b).map_err(|e| codec("deserialize", e)))
+            .transpose()
+    }
+
+    async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
+        let mut next = task.clone();
+        next.version = task.version + 1;
+        self.put(
+            "update",
+            &next,
+            Prior::Version(task.version),
+            "#version = :read AND NOT (#status IN (:t0, :t1, :t2))",
+            &[("#version", "version"), ("#status", "status")],
+            vec![
+                (":read", AttributeValue::N(task.version.to_string())),
+                (":t0", AttributeValue::S(TERMINAL[0].into())),
+                (":t1", AttributeValue::S(TERMINAL[1].into())),
+                (":t2", AttributeValue::S(TERMINAL[2].into())),
+            ],
+        )
+        .await?;
+        Ok(next.version)
+    }
+
+    async fn list_active(
+        &self,
+        after: Option<&TaskKey>,
+        limit: usize,
+    ) -> Result<Vec<TaskKey>, StoreError> {
+        let mut out = Vec::new();
+        let after = after.map(|k| pk(&k.tenant, &k.task_id));
+        let first = after.as_deref().map_or(0, shard_of);
+        for shard in first..SHARDS {
+            if out.len() >= limit {
+                break;
+            }
+            // Within the shard of `after`, continue past it; later shards from their start.
+            let sort = after
+                .as_ref()
+                .filter(|_| shard == first)
+                .map(|a| (">", AttributeValue::S(a.clone())));
+            self.query_shard(INDEX_ACTIVE, shard, sort, limit, &mut out)
+                .await?;
+        }
+        Ok(out)
+    }
+
+    async fn list_tenant_active(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        let condition = if after.is_some() {
+            "#t = :t AND #pk > :after"
+        } else {
+            "#t = :t"
+        };
+        let mut start = None;
+        loop {
+            let want = limit - out.len();
+            let mut req = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(INDEX_TENANT_ACTIVE)
+                .key_condition_expression(condition)
+                .expression_attribute_names("#t", ATTR_TENANT_ACTIVE)
+                .expression_attribute_values(":t", AttributeValue::S(tenant_hash(tenant)))
+                .limit(i32::try_from(want).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start);
+            if let Some(a) = after {
+                req = req
+                    .expression_attribute_names("#pk", ATTR_PK)
+                    .expression_attribute_values(":after", AttributeValue::S(pk(tenant, a)));
+            }
+            let page = req
+                .send()
+                .await
+                .map_err(|e| backend("query", &self.table, e))?;
+            let pks: Vec<String> = page
+                .items()
+                .iter()
+                .filter_map(|i| i.get(ATTR_PK).and_then(|v| v.as_s().ok()).cloned())
+                .collect();
+            // The index lags the table: a listed task may have finished or gone since.
+            let mut records = self.batch_get(&pks).await?;
+            out.extend(
+                pks.iter()
+                    .filter_map(|k| records.remove(k))
+                    .filter(|t| t.tenant == tenant && !t.status.is_terminal()),
+            );
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() && out.len() < limit => start = Some(k),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    async fn count_tenant_active(&self, tenant: &str, at_most: usize) -> Result<usize, StoreError> {
+        // `Select=COUNT` on the tenant's index partition: index keys only, no item read (a
+        // tenant at a 1,000-task quota costs about 25 read units per count).
+        let mut n = 0usize;
+        let mut start = None;
+        while n < at_most {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(INDEX_TENANT_ACTIVE)
+                .key_condition_expression("#t = :t")
+                .expression_attribute_names("#t", ATTR_TENANT_ACTIVE)
+                .expression_attribute_values(":t", AttributeValue::S(tenant_hash(tenant)))
+                .select(aws_sdk_dynamodb::types::Select::Count)
+                .limit(i32::try_from(at_most - n).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| backend("query", &self.table, e))?;
+            n += usize::try_from(page.count()).unwrap_or(0);
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        Ok(n.min(at_most))
+    }
+
+    async fn list_quiet(
+        &self,
+        quiet_before_ms: u64,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<QuietPage, StoreError> {
+        let limit = limit.max(1);
+        let start = after.and_then(|a| {
+            let c = QuietCursor::parse(a);
+            if c.is_none() {
+                tracing::warn!(table = %self.table, "dynamodb.sweep_cursor_unreadable: starting over");
+            }
+            c
+        });
+        let first = start.as_ref().map_or(0, |c| c.shard);
+        let mut keys: Vec<String> = Vec::new();
+        let mut last: Option<QuietCursor> = None;
+        'shards: for shard in first..SHARDS {
+            let mut exclusive = start
+                .as_ref()
+                .filter(|c| c.shard == shard)
+                .map(QuietCursor::start_key);
+            loop {
+                let want = limit - keys.len();
+                let out = self
+                    .client
+                    .query()
+                    .table_name(&self.table)
+                    .index_name(INDEX_QUIET)
+                    .key_condition_expression("#shard = :shard AND #q <= :q")
+                    .expression_attribute_names("#shard", ATTR_SHARD)
+                    .expression_attribute_names("#q", ATTR_QUIET)
+                    .expression_attribute_values(":shard", AttributeValue::N(shard.to_string()))
+                    .expression_attribute_values(
+                        ":q",
+                        AttributeValue::N(quiet_before_ms.to_string()),
+                    )
+                    .limit(i32::try_from(want).unwrap_or(i32::MAX))
+                    .set_exclusive_start_key(exclusive)
+                    .send()
+                    .await
+                    .map_err(|e| backend("query", &self.table, e))?;
+                for item in out.items() {
+                    let Some(key) = item.get(ATTR_PK).and_then(|v| v.as_s().ok()) else {
+                        tracing::warn!(table = %self.table, index = INDEX_QUIET, "dynamodb.index_entry_without_key");
+                        continue;
+                    };
+                    let mark = item
+                        .get(ATTR_QUIET)
+                        .and_then(|v| v.as_n().ok())
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(0);
+                    keys.push(key.clone());
+                    last = Some(QuietCursor {
+                        shard,
+                        mark,
+                        pk: key.clone(),
+                    });
+                }
+                if keys.len() >= limit {
+                    break 'shards;
+                }
+                match out.last_evaluated_key {
+                    Some(k) if !k.is_empty() => exclusive = Some(k),
+                    _ => break,
+                }
+            }
+        }
+        let mut page = QuietPage {
+            next: last.filter(|_| keys.len() >= limit).map(|c| c.encode()),
+            ..QuietPage::default()
+        };
+        // The index lags the table: a listed task may have moved on, finished or gone since.
+        let mut records = self.batch_get(&keys).await?;
+        for k in &keys {
+            match records.remove(k) {
+                Some(t) if t.quiet_mark_ms().is_some_and(|m| m <= quiet_before_ms) => {
+                    page.tasks.push(t)
+                }
+                Some(_) => {}
+                None => page.unreadable += 1,
+            }
+        }
+        Ok(page)
+    }
+
+    async fn sweep_cursor(&self) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .item_at(SWEEP_CURSOR_KEY.to_owned())
+            .await?
+            .and_then(|mut item| item.remove("cursor"))
+            .and_then(|v| v.as_s().ok().cloned()))
+    }
+
+    async fn save_sweep_cursor(&self, cursor: Option<&str>) -> Result<(), StoreError> {
+        let key = AttributeValue::S(SWEEP_CURSOR_KEY.to_owned());
+        match cursor {
+            Some(c) => self
+                .client
+                .put_item()
+                .table_name(&self.table)
+                .item(ATTR_PK, key)
+                .item("cursor", AttributeValue::S(c.to_owned()))
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| backend("put_item", &self.table, e)),
+            None => self
+                .client
+                .delete_item()
+                .table_name(&self.table)
+                .key(ATTR_PK, key)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| backend("delete_item", &self.table, e)),
+        }
+    }
+
+    async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
+        let mut out = Vec::new();
+        for shard in 0..SHARDS {
+            if out.len() >= limit {
+                break;
+            }
+            let sort = Some(("<=", AttributeValue::N(now_ms.to_string())));
+            self.query_shard(INDEX_EXPIRY, shard, sort, limit, &mut out)
+                .await?;
+        }
+        Ok(out)
+    }
+
+    async fn delete(&self, tenant: &str, task_id: &str) -> Result<(), StoreError> {
+        // Arguments first: a purge cut short leaves the record, so the next purge finds it and
+        // finishes; the other order could strand an arguments item.
+        for key in [arguments_key(tenant, task_id), pk(tenant, task_id)] {
+            self.client
+                .delete_item()
+                .table_name(&self.table)
+                .key(ATTR_PK, AttributeValue::S(key))
+                .send()
+                .await
+                .map_err(|e| backend("delete", &self.table, e))?;
+        }
+        Ok(())
+    }
+}
+
+fn is_condition_failed<E: ProvideErrorMetadata, R>(e: &SdkError<E, R>) -> bool {
+    e.code() == Some("ConditionalCheckFailedException")
+}
+
+/// Logs the detail (never an item) and returns a fixed message.
+fn backend<E>(op: &'static str, table: &str, e: E) -> StoreError
+where
+    E: std::error::Error + 'static,
+{
+    tracing::warn!(op, table, error = %DisplayErrorContext(&e), "dynamodb.error");
+    StoreError::Backend(format!("dynamodb {op} failed"))
+}
+
+fn codec(what: &'static str, e: impl std::fmt::Display) -> StoreError {
+    tracing::warn!(what, error = %e, "dynamodb.codec_error");
+    StoreError::Backend(format!("dynamodb item {what} failed"))
+}

@@ -1,0 +1,124 @@
+use super::item::{RESERVED, number_in_range};
+use super::*;
+use crate::task::{TaskStatus, new_task_id};
+use serde_json::json;
+
+fn record(tenant: &str, ttl: Option<u64>) -> TaskRecord {
+    let mut t = TaskRecord::new(tenant, new_task_id(), "tool", ttl, 1000, json!({}));
+    t.checkpoint = json!({"n": 1, "s": "", "f": 0.5, "deep": {"a": [1, null, true]}});
+    t
+}
+
+#[test]
+fn keys_escape_the_tenant_so_different_pairs_never_collide() {
+    assert_eq!(pk("acme", "tsk_1"), "acme#tsk_1");
+    assert_ne!(pk("a#b", "c"), pk("a", "b#c"));
+    assert_ne!(pk("a%23", "c"), pk("a#", "c"));
+    for (tenant, id) in [("a#b", "c"), ("a", "b#c"), ("%#%", "#%#"), ("", "x")] {
+        let k = split_pk(&pk(tenant, id)).unwrap();
+        assert_eq!((k.tenant.as_str(), k.task_id.as_str()), (tenant, id));
+        // The tenant index's partition key is the key's tenant part: never empty.
+        assert!(pk(tenant, id).starts_with(&tenant_hash(tenant)));
+        assert!(tenant_hash(tenant).ends_with('#'));
+    }
+    assert_eq!(tenant_hash(""), "#");
+    assert_ne!(tenant_hash("a#b"), tenant_hash("a%23b"));
+}
+
+#[test]
+fn shards_are_stable_and_spread() {
+    // Stored in items: must never change between releases.
+    assert_eq!(shard_of(""), (0xcbf2_9ce4_8422_2325u64 % 16) as u32);
+    let used: std::collections::HashSet<u32> = (0..200)
+        .map(|i| shard_of(&pk("t", &format!("tsk_{i}"))))
+        .collect();
+    assert_eq!(used.len(), SHARDS as usize);
+}
+
+#[test]
+fn items_carry_index_and_ttl_attributes_only_when_they_apply() {
+    let mut t = record("t", Some(1_500));
+    t.created_at_ms = 10_000;
+    let item = to_item(&t).unwrap();
+    assert_eq!(item[ATTR_PK].as_s().unwrap(), &pk("t", &t.task_id));
+    assert_eq!(item[ATTR_ACTIVE].as_s().unwrap(), &pk("t", &t.task_id));
+    assert_eq!(item[ATTR_TENANT_ACTIVE].as_s().unwrap(), "t#");
+    assert_eq!(item[ATTR_EXPIRES_MS].as_n().unwrap(), "11500");
+    assert_eq!(item[ATTR_TTL].as_n().unwrap(), "12", "seconds, rounded up");
+    assert!(item["checkpoint"].is_m(), "native attributes by default");
+    assert!(
+        !item.contains_key("arguments"),
+        "arguments live in their own item"
+    );
+    assert_eq!(from_item(item).unwrap(), t);
+
+    let mut done = record("t", None);
+    done.complete(json!({"content": []})).unwrap();
+    let item = to_item(&done).unwrap();
+    for absent in [ATTR_ACTIVE, ATTR_TENANT_ACTIVE, ATTR_EXPIRES_MS, ATTR_TTL] {
+        assert!(!item.contains_key(absent), "{absent}");
+    }
+    assert_eq!(from_item(item).unwrap(), done);
+}
+
+#[test]
+fn record_fields_never_use_the_adapter_attribute_names() {
+    let mut t = record("t", Some(1));
+    t.status = TaskStatus::InputRequired;
+    let Value::Object(fields) = serde_json::to_value(&t).unwrap() else {
+        panic!("a record is an object");
+    };
+    for r in RESERVED {
+        assert!(!fields.contains_key(r), "{r}");
+    }
+}
+
+#[test]
+fn records_dynamodb_cannot_hold_natively_are_stored_as_json_text_and_read_back() {
+    let mut deep = json!("leaf");
+    for _ in 0..40 {
+        deep = json!({ "d": deep });
+    }
+    let cases = [
+        deep,
+        json!({"big": 1e300, "tiny": 1e-200}),
+        // 120k one-digit numbers: ~240 KB of JSON, ~360 KB + overhead in DynamoDB's
+        // accounting (3 bytes an element) plus the result below: over 400 KB natively.
+        json!(vec![7; 120_000]),
+    ];
+    for checkpoint in cases {
+        let mut t = record("t", None);
+        t.checkpoint = checkpoint;
+        if t.checkpoint.is_array() {
+            t.result = Some(json!(vec![1; 40_000]));
+        }
+        encode(&t).unwrap();
+        let item = to_item(&t).unwrap();
+        assert!(item["checkpoint"].is_b());
+        assert!(item["status"].is_s(), "scalars stay native");
+        assert!(item["version"].is_n());
+        assert_eq!(from_item(item).unwrap(), t);
+    }
+}
+
+#[test]
+fn terminal_statuses_match_the_stored_spelling() {
+    for s in TaskStatus::ALL {
+        let stored = serde_json::to_value(s).unwrap();
+        let stored = stored.as_str().unwrap();
+        assert_eq!(TERMINAL.contains(&stored), s.is_terminal(), "{s:?}");
+    }
+}
+
+#[test]
+fn dynamodb_number_range_is_enforced() {
+    for ok in ["0", "-1", "0.5", "18446744073709551615", "1e5"] {
+        assert!(number_in_range(ok), "{ok}");
+    }
+    let big = format!("1{}", "0".repeat(126));
+    let tiny = format!("0.{}1", "0".repeat(130));
+    let precise = "1".repeat(39);
+    for bad in [big.as_str(), tiny.as_str(), precise.as_str()] {
+        assert!(!number_in_range(bad), "{bad}");
+    }
+}
