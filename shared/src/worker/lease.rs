@@ -1,0 +1,133 @@
+//! Taking a task for a run: the checks before it and the conditional write of the lease.
+
+use super::*;
+
+impl Worker {
+    /// Reads the task and takes the lease; `Err(outcome)` when there is nothing to run.
+    pub(super) async fn acquire(
+        &self,
+        msg: &WorkMessage,
+        owner: &str,
+    ) -> Result<Result<TaskRecord, Outcome>, WorkerError> {
+        loop {
+            let Some(mut task) = self.store.get(&msg.tenant, &msg.task_id).await? else {
+                return Ok(Err(Outcome::Dropped));
+            };
+            let now = now_ms();
+            if task.status.is_terminal() || task.is_expired(now) {
+                return Ok(Err(Outcome::Dropped));
+            }
+            // A live run owns the task, cancel asked or not: it sees the request at its next
+            // check and writes `cancelled` once its step has stopped. Writing it here (a
+            // duplicate delivery meanwhile) would say "stopped" while that step still runs.
+            if task.status == TaskStatus::Working
+                && let Some(l) = task.lease.as_ref().filter(|l| l.expires_at_ms > now)
+            {
+                return Ok(Err(Outcome::Busy(Duration::from_millis(
+                    l.expires_at_ms - now,
+                ))));
+            }
+            if task.cancel_requested {
+                let _ = task.cancel();
+                match self.store.update(&task).await {
+                    Ok(_) => {
+                        tracing::info!(task_id = %task.task_id, "task.cancelled");
+                        return Ok(Err(Outcome::Finished(TaskStatus::Cancelled)));
+                    }
+                    Err(StoreError::Conflict) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if task.status != TaskStatus::Working {
+                return Ok(Err(Outcome::Dropped));
+            }
+            if let Some(l) = task.lease.as_ref().filter(|l| l.expires_at_ms > now) {
+                return Ok(Err(Outcome::Busy(Duration::from_millis(
+                    l.expires_at_ms - now,
+                ))));
+            }
+            // A sleeping job's message came early (a delay past SQS's 15 minutes is a chain
+            // of messages; a restart re-sends every working task): the next hop of its
+            // wake-up, under a new sequence number taken with a conditional write, so that a
+            // duplicate of this message (or of an older hop) finds itself stale and is dropped
+            // instead of forking the chain.
+            if let Some(wake) = task.wake_at_ms.filter(|w| *w > now) {
+                if matches!(msg.kind, WorkKind::Wake(seq) if seq != task.wake_seq) {
+                    return Ok(Err(Outcome::Dropped));
+                }
+                task.wake_seq = task.wake_seq.wrapping_add(1);
+                match self.store.update(&task).await {
+                    Ok(_) => {
+                        let next = WorkMessage {
+                            tenant: task.tenant.clone(),
+                            task_id: task.task_id.clone(),
+                            kind: WorkKind::Wake(task.wake_seq),
+                        };
+                        let delay = Duration::from_millis(wake - now);
+                        return Ok(Err(Outcome::Rescheduled(next, delay)));
+                    }
+                    Err(StoreError::Conflict) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if self.tools.get(&task.tool).is_none()
+                && now.saturating_sub(task.created_at_ms)
+                    < self.settings.unknown_tool_grace.as_millis() as u64
+            {
+                tracing::warn!(task_id = %task.task_id, tool = %task.tool, "tool.unknown_yet: given back to the queue");
+                return Ok(Err(Outcome::Deferred(UNKNOWN_TOOL_RETRY)));
+            }
+            let took_over = task.lease.is_some();
+            if took_over {
+                // The previous run neither finished nor handed over: it died.
+                task.interruptions += 1;
+                task.deaths = task.deaths.saturating_add(1);
+            }
+            if task.interruptions > self.settings.max_interruptions
+                || task.deaths > self.settings.max_deaths
+            {
+                tracing::warn!(task_id = %task.task_id, interruptions = task.interruptions, deaths = task.deaths, "giving up on a job that keeps dying");
+                let err = internal("The job was interrupted too many times and was stopped");
+                let out = self
+                    .finish(&mut task, owner, |t| t.fail(err.clone()))
+                    .await?;
+                return Ok(Err(out));
+            }
+            task.lease = Some(Lease {
+                owner: owner.to_owned(),
+                expires_at_ms: now + self.settings.lease.as_millis() as u64,
+            });
+            // Awake: what it said while asleep ("waiting …") is over.
+            if task.wake_at_ms.take().is_some() {
+                task.status_message = None;
+            }
+            // Run again: the sweep's back-off starts over.
+            task.sweeps = 0;
+            task.sweep_after_ms = None;
+            task.attempts += 1;
+            match self.store.update(&task).await {
+                Ok(v) => {
+                    task.version = v;
+                    let tool = [("tool", task.tool.as_str())];
+                    if task.attempts == 1 {
+                        let waited = now.saturating_sub(task.created_at_ms);
+                        metrics::global().time(metric::TASK_START_WAIT_MS, &tool, waited);
+                    }
+                    if took_over {
+                        metrics::global().count(metric::LEASE_TAKEOVERS, &tool, 1);
+                    }
+                    tracing::info!(task_id = %task.task_id, attempt = task.attempts, kind = ?msg.kind, "task.leased");
+                    return Ok(Ok(task));
+                }
+                Err(StoreError::Conflict) => continue,
+                Err(StoreError::TooLarge(_)) => {
+                    let out = self
+                        .fail_compact(&mut task, "The task is too large to run")
+                        .await?;
+                    return Ok(Err(out));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}

@@ -1,0 +1,359 @@
+//! A run: the steps of a job under a lease, the checks between them, and the deadline.
+
+use super::finish::adopt;
+use super::*;
+
+impl Worker {
+    pub(super) async fn run(
+        &self,
+        tool: Arc<dyn Tool>,
+        mut task: TaskRecord,
+        arguments: Value,
+        owner: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Outcome, WorkerError> {
+        let progress = ProgressSink::latest_only();
+        let mut ctx = JobContext::new(
+            arguments,
+            task.checkpoint.clone(),
+            task.input_responses.clone().into_iter().collect(),
+            task.client_capabilities.clone(),
+            progress.clone(),
+        )
+        .for_tenant(&task.tenant)
+        .parking();
+        // What earlier runs used, plus this run's, against the per-task quotas.
+        let (base_cpu_ms, base_run_ms, run_started) = (task.cpu_ms, task.run_ms, Instant::now());
+        // Keep the margin, but never more than half of the time left. And whatever the
+        // deadline says, every run completes at least one step before it hands over: a job can
+        // then never be handed on and on without progress (a step that outlives the
+        // invocation is killed with it, and the runs that die are counted).
+        let stop_at = deadline.map(|d| {
+            let left = d.saturating_duration_since(Instant::now());
+            if left < self.settings.deadline_margin {
+                tracing::warn!(task_id = %task.task_id, left_ms = left.as_millis() as u64, "short invocation: running one step before handing over");
+            }
+            d - self.settings.deadline_margin.min(left / 2)
+        });
+        let mut stepped = false;
+        let mut next_check = Instant::now() + self.settings.check_every;
+        let mut last_save = Instant::now();
+        loop {
+            if stepped && stop_at.is_some_and(|s| Instant::now() >= s) {
+                return self
+                    .hand_over(&mut task, ctx.raw_checkpoint(), owner, deadline, None)
+                    .await;
+            }
+            let step = {
+                // A panicking step fails its task instead of taking the worker down with it.
+                let fut = AssertUnwindSafe(tool.step(&ctx)).catch_unwind();
+                tokio::pin!(fut);
+                loop {
+                    tokio::select! {
+                        out = &mut fut => break Ok(out),
+                        _ = tokio::time::sleep_until(next_check) => {
+                            next_check = Instant::now() + self.settings.check_every;
+                            // A hung store call must not hold the run past its hand-over
+                            // once a step is done (the first step always completes: the
+                            // promise that every run makes progress).
+                            let by = if stepped { stop_at } else { None };
+                            if let Some(i) = in_time(by, self.check(&mut task, owner, &progress)).await? {
+                                break Err(i);
+                            }
+                        }
+                        // Dropping the step loses only its own work: the checkpoint before it
+                        // is what the continuation resumes from.
+                        _ = sleep_until_opt(stop_at), if stepped => break Err(Interrupt::Deadline),
+                    }
+                }
+            };
+            stepped = true;
+            let step = match step {
+                Ok(Ok(s)) => s,
+                Ok(Err(_panic)) => {
+                    tracing::error!(task_id = %task.task_id, tool = %task.tool, "job step panicked");
+                    let err = internal("The job failed unexpectedly");
+                    return self.finish(&mut task, owner, |t| t.fail(err.clone())).await;
+                }
+                Err(i) => {
+                    let cp = ctx.raw_checkpoint();
+                    return self.interrupted(&mut task, owner, i, cp, deadline).await;
+                }
+            };
+            task.cpu_ms = base_cpu_ms + ctx.cpu_used_ms();
+            task.run_ms = base_run_ms + run_started.elapsed().as_millis() as u64;
+            if matches!(step, Ok(Step::Continue(_)))
+                && let Some(over) = self.over_quota(&task)
+            {
+                tracing::info!(task_id = %task.task_id, limit = over.limit.as_str(), "quota.stopped");
+                let result = over.to_tool_result();
+                return self
+                    .finish(&mut task, owner, |t| t.complete(result.clone()))
+                    .await;
+            }
+            match step {
+                Ok(Step::Continue(cp)) => {
+                    ctx.set_checkpoint(cp);
+                    if last_save.elapsed() >= self.settings.checkpoint_every {
+                        last_save = Instant::now();
+                        task.checkpoint = ctx.raw_checkpoint().clone();
+                        // Progress is saved: earlier deaths no longer count against the job
+                        // (the limit is on runs that die without getting anywhere).
+                        task.interruptions = 0;
+                        if let Some(m) = progress.latest_message() {
+                            task.status_message = Some(m);
+                        }
+                        if let Some(left) = ctx.remaining() {
+                            let floor = self.settings.poll_interval_floor;
+                            task.poll_interval_ms =
+                                crate::jobs::poll_interval_for(left, floor).as_millis() as u64;
+                        }
+                        task.touch();
+                        if let Some(i) =
+                            in_time(stop_at, self.write_or_check(&mut task, owner)).await?
+                        {
+                            let cp = ctx.raw_checkpoint();
+                            return self.interrupted(&mut task, owner, i, cp, deadline).await;
+                        }
+                        #[cfg(feature = "fault-injection")]
+                        crate::fault::checkpoint_written(&task.task_id);
+                    }
+                    if Instant::now() >= next_check {
+                        next_check = Instant::now() + self.settings.check_every;
+                        if let Some(i) =
+                            in_time(stop_at, self.check(&mut task, owner, &progress)).await?
+                        {
+                            let cp = ctx.raw_checkpoint();
+                            return self.interrupted(&mut task, owner, i, cp, deadline).await;
+                        }
+                    }
+                }
+                Ok(Step::Sleep(cp, d)) if d < PARK_AFTER => {
+                    // Too short to be worth a message: sleep in place, like a step.
+                    ctx.set_checkpoint(cp);
+                    tokio::time::sleep(d).await;
+                }
+                Ok(Step::Sleep(cp, d)) => {
+                    ctx.set_checkpoint(cp);
+                    if let Some(m) = progress.latest_message() {
+                        task.status_message = Some(m);
+                    }
+                    let floor = self.settings.poll_interval_floor;
+                    task.poll_interval_ms =
+                        crate::jobs::poll_interval_for(d, floor).as_millis() as u64;
+                    let wake = Wake {
+                        at_ms: now_ms() + d.as_millis() as u64,
+                        delay: d,
+                    };
+                    let cp = ctx.raw_checkpoint().clone();
+                    return self
+                        .hand_over(&mut task, &cp, owner, deadline, Some(wake))
+                        .await;
+                }
+                Ok(Step::NeedInput(requests)) => {
+                    if let Err(e) = task.clone().require_input(requests.clone()) {
+                        tracing::error!(task_id = %task.task_id, error = %e, "job asked for input incorrectly");
+                        let err = internal("The job asked for input incorrectly");
+                        return self.finish(&mut task, owner, |t| t.fail(err.clone())).await;
+                    }
+                    let cp = ctx.raw_checkpoint().clone();
+                    let out = self
+                        .finish(&mut task, owner, move |t| {
+                            t.checkpoint = cp.clone();
+                            t.require_input(requests.clone())
+                        })
+                        .await?;
+                    return Ok(match out {
+                        Outcome::Finished(TaskStatus::InputRequired) => Outcome::WaitingForInput,
+                        other => other,
+                    });
+                }
+                Ok(Step::Done(result)) => {
+                    return self
+                        .finish(&mut task, owner, |t| t.complete(result.clone()))
+                        .await;
+                }
+                Err(JobError::Tool(msg)) => {
+                    let result = tool_error_result(msg);
+                    return self
+                        .finish(&mut task, owner, |t| t.complete(result.clone()))
+                        .await;
+                }
+                Err(JobError::Protocol(err)) => {
+                    return self.finish(&mut task, owner, |t| t.fail(err.clone())).await;
+                }
+                Err(JobError::InvalidParams(msg)) => {
+                    let err = ErrorObject {
+                        code: INVALID_PARAMS,
+                        message: msg,
+                        data: None,
+                    };
+                    return self.finish(&mut task, owner, |t| t.fail(err.clone())).await;
+                }
+            }
+        }
+    }
+
+    /// The per-task limit a job has gone past, judging by what it used (this run included).
+    pub(super) fn over_quota(&self, task: &TaskRecord) -> Option<crate::quota::QuotaExceeded> {
+        use crate::quota::{Limit, QuotaExceeded};
+        let q = &self.settings.quotas;
+        let stop = |limit, what: &str, used_ms: u64, max: Duration| QuotaExceeded {
+            limit,
+            max: max.as_secs_f64(),
+            retry_after: None,
+            message: format!(
+                "The job was stopped: it used {:.0} s of {what}, more than the {:.0} s one task \
+                 may use here. Ask for less work per call (split it into smaller calls).",
+                used_ms as f64 / 1000.0,
+                max.as_secs_f64()
+            ),
+        };
+        let wall = q.max_task_wall + WALL_GRACE;
+        if task.run_ms > wall.as_millis() as u64 {
+            return Some(stop(
+                Limit::TaskWallTime,
+                "running time",
+                task.run_ms,
+                q.max_task_wall,
+            ));
+        }
+        if task.cpu_ms > q.max_task_cpu.as_millis() as u64 {
+            return Some(stop(
+                Limit::TaskCpuTime,
+                "CPU time",
+                task.cpu_ms,
+                q.max_task_cpu,
+            ));
+        }
+        None
+    }
+
+    /// Re-reads the task: interrupts on cancellation or a lost lease; renews the lease and
+    /// flushes progress when due.
+    pub(super) async fn check(
+        &self,
+        task: &mut TaskRecord,
+        owner: &str,
+        progress: &ProgressSink,
+    ) -> Result<Option<Interrupt>, WorkerError> {
+        let Some(stored) = self.store.get(&task.tenant, &task.task_id).await? else {
+            return Ok(Some(Interrupt::Lost));
+        };
+        if let Some(i) = self.verdict(&stored, owner) {
+            return Ok(Some(i));
+        }
+        let now = now_ms();
+        let msg = progress.latest_message();
+        let renew = stored
+            .lease
+            .as_ref()
+            .is_none_or(|l| l.expires_at_ms < now + self.settings.lease.as_millis() as u64 / 2);
+        adopt(task, stored);
+        // Progress is flushed at most once per checkpoint interval: each write costs a store
+        // write (a DynamoDB write unit), and clients poll far less often than steps report.
+        let progress_due = msg.is_some()
+            && msg != task.status_message
+            && now.saturating_sub(task.last_updated_at_ms)
+                >= self.settings.checkpoint_every.as_millis() as u64;
+        if renew || progress_due {
+            if let Some(m) = msg {
+                task.status_message = Some(m);
+            }
+            task.touch();
+            return self.write_or_check(task, owner).await;
+        }
+        Ok(None)
+    }
+
+    /// Whether this run must stop, judging by the stored record.
+    pub(super) fn verdict(&self, stored: &TaskRecord, owner: &str) -> Option<Interrupt> {
+        if stored.cancel_requested && !stored.status.is_terminal() {
+            return Some(Interrupt::Cancel);
+        }
+        let ours = stored.lease.as_ref().is_some_and(|l| l.owner == owner);
+        if stored.status != TaskStatus::Working || !ours || stored.is_expired(now_ms()) {
+            return Some(Interrupt::Lost);
+        }
+        None
+    }
+
+    /// Writes `task` (renewing the lease); on a lost race re-reads and decides.
+    pub(super) async fn write_or_check(
+        &self,
+        task: &mut TaskRecord,
+        owner: &str,
+    ) -> Result<Option<Interrupt>, WorkerError> {
+        loop {
+            task.lease = Some(Lease {
+                owner: owner.to_owned(),
+                expires_at_ms: now_ms() + self.settings.lease.as_millis() as u64,
+            });
+            match self.store.update(task).await {
+                Ok(v) => {
+                    task.version = v;
+                    return Ok(None);
+                }
+                Err(StoreError::Conflict) => {
+                    let Some(stored) = self.store.get(&task.tenant, &task.task_id).await? else {
+                        return Ok(Some(Interrupt::Lost));
+                    };
+                    if let Some(i) = self.verdict(&stored, owner) {
+                        return Ok(Some(i));
+                    }
+                    adopt(task, stored);
+                }
+                Err(StoreError::TooLarge(n)) => {
+                    tracing::warn!(task_id = %task.task_id, bytes = n, "job state too large to save");
+                    return Ok(Some(Interrupt::TooLarge));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// What a hand-over leaves of the invocation for its answer (the batch response).
+pub(super) const ANSWER_SLACK: Duration = Duration::from_millis(250);
+
+/// When a hand-over must have ended to leave the invocation [`ANSWER_SLACK`] for its answer;
+/// `None` (no bound) when that leaves less than [`MIN_HANDOVER`]: a bound tighter than a
+/// healthy store and queue call would fail healthy hand-overs, and only a short invocation
+/// (the normal margin is 5 s) gets there, where Lambda's own deadline is the bound.
+pub(super) fn answer_by(deadline: Option<Instant>) -> Option<Instant> {
+    let now = Instant::now();
+    deadline
+        .map(|d| d - ANSWER_SLACK.min(d.saturating_duration_since(now)))
+        .filter(|by| by.saturating_duration_since(now) >= MIN_HANDOVER)
+}
+
+/// See [`answer_by`].
+pub(super) const MIN_HANDOVER: Duration = Duration::from_secs(1);
+
+/// A lease check's or a save's verdict, or [`Interrupt::Deadline`] when `by` passes first: a
+/// hung store call then ends in a hand-over instead of holding the run.
+pub(super) async fn in_time(
+    by: Option<Instant>,
+    f: impl std::future::Future<Output = Result<Option<Interrupt>, WorkerError>>,
+) -> Result<Option<Interrupt>, WorkerError> {
+    before(by, f).await.unwrap_or(Ok(Some(Interrupt::Deadline)))
+}
+
+/// `f`, unless `by` passes first (`None`: then the call is abandoned). Without `by`, `f`.
+pub(super) async fn before<T>(
+    by: Option<Instant>,
+    f: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    match by {
+        Some(at) => tokio::time::timeout_at(at, f).await.ok(),
+        None => Some(f.await),
+    }
+}
+
+/// Sleeps until `at`, or forever when there is no deadline.
+pub(super) async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
