@@ -1,0 +1,334 @@
+//! Configuration from the environment: what each function needs, checked at cold start.
+
+use super::*;
+
+/// Bounds of `STREAM_SECONDS` (default [`crate::handler::DEFAULT_STREAM_BUDGET`]): at least
+/// the buffered budget's order, at most 10 s under Lambda's 900-second limit.
+pub const MIN_STREAM_SECONDS: u64 = 30;
+/// See [`MIN_STREAM_SECONDS`].
+pub const MAX_STREAM_SECONDS: u64 = 890;
+
+/// A missing or malformed environment variable: fails the cold start, never a request.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A required variable is not set (or empty).
+    #[error("environment variable {0} is required")]
+    Missing(&'static str),
+    /// A variable is set to something unusable.
+    #[error("environment variable {name}: {reason}")]
+    Invalid {
+        /// The variable.
+        name: &'static str,
+        /// What is wrong (never the value: it may be a secret).
+        reason: &'static str,
+    },
+}
+
+/// Function configuration, read once at cold start.
+///
+/// | variable              | who                  | meaning                                        |
+/// |-----------------------|----------------------|------------------------------------------------|
+/// | `TABLE_NAME`          | all (required)       | the DynamoDB task table                        |
+/// | `QUEUE_URL`           | all (required)       | the SQS work queue                             |
+/// | `STATE_KEY`           | mcp (required)       | ≥ 32 characters; seals `requestState`          |
+/// | `MAX_RECEIVES`        | worker (required)    | the queue's `maxReceiveCount` (DLQ redrive)    |
+/// | `ALLOWED_HOSTS`       | mcp, tasks           | comma list for `Host`/`Origin`; empty: any     |
+/// | `TOOLS`               | mcp, worker          | `builtin` (default) or `conformance`           |
+/// | `SWEEP_STALE_SECONDS` | sweep                | idle time before a task is re-enqueued (300)   |
+/// | `AUTH_MODE`           | mcp, tasks           | `jwt` (default) or `none` (one open tenant)    |
+/// | `AUTH_ISSUER`         | mcp, tasks with jwt  | the expected `iss` (required)                  |
+/// | `AUTH_AUDIENCE`       | mcp, tasks with jwt  | this server's resource URI (required)          |
+/// | `AUTH_JWKS_URL`       | mcp, tasks with jwt  | the issuer's signing keys (required)           |
+/// | `AUTH_TENANT_CLAIM`   | mcp, tasks with jwt  | the claim naming the tenant (`sub`)            |
+/// | `AUTH_REQUIRED_SCOPES`| mcp, tasks with jwt  | space-separated scopes every token must carry  |
+/// | `MAX_ACTIVE_TASKS_PER_TENANT` | mcp        | unfinished tasks per tenant (1000)             |
+/// | `TASK_CREATE_PER_SECOND` / `TASK_CREATE_BURST` | mcp | creations per tenant per instance (20/s, 200) |
+/// | `MAX_TASK_SECONDS` / `MAX_TASK_CPU_SECONDS` | mcp, worker | per-task running and CPU time (86400, 1800) |
+/// | `MAX_RUNNING_JOBS_PER_TENANT` | worker     | a tenant's jobs running at once (100)          |
+/// | `RESPONSE_STREAMING`  | mcp                  | `true`: API Gateway streams its answers (false) |
+/// | `STREAM_SECONDS`      | mcp with streaming   | longest streamed answer (840; 30 to 890)       |
+/// | `MAX_STREAMS_PER_TENANT` | mcp               | a tenant's open streams, all instances (10)    |
+#[derive(Clone)]
+pub struct Config {
+    /// Which function this is.
+    pub role: Role,
+    /// DynamoDB table.
+    pub table_name: String,
+    /// SQS queue URL.
+    pub queue_url: String,
+    /// The `requestState` key (SHA-256 of `STATE_KEY`), when set.
+    pub state_key: Option<[u8; 32]>,
+    /// Accepted `Host`/`Origin` names; empty accepts any (the gateway only routes its own).
+    pub allowed_hosts: Vec<String>,
+    /// The tool set; the mcp and worker functions must agree on it.
+    pub tools: ToolSet,
+    /// Deliveries SQS makes before dead-lettering a message.
+    pub max_receives: u32,
+    /// How long a working task may sit unheld and unchanged before the sweep re-enqueues it.
+    pub sweep_stale: Duration,
+    /// `ttlMs` of the tasks the mcp function creates (`TASK_TTL_SECONDS`, default 24 h).
+    pub tasks: TaskSettings,
+    /// Bearer-token auth of the HTTP functions; `None` only when `AUTH_MODE=none` was chosen.
+    pub auth: Option<AuthSettings>,
+    /// With `RESPONSE_STREAMING=true` (the mcp function behind a streaming REST integration):
+    /// how long one streamed answer may last (`STREAM_SECONDS`) — a synchronous tool call
+    /// or a `subscriptions/listen`. `None`: answers are buffered, the synchronous budget is
+    /// the gateway's (25 s), and a subscription is acknowledged and closed at once.
+    pub stream_budget: Option<Duration>,
+    /// Most streams one tenant may have open at once across all instances
+    /// (`MAX_STREAMS_PER_TENANT`, default 10).
+    pub max_streams_per_tenant: usize,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("role", &self.role)
+            .field("table_name", &self.table_name)
+            .field("queue_url", &self.queue_url)
+            .field("state_key", &self.state_key.map(|_| "<set>"))
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("tools", &self.tools)
+            .field("max_receives", &self.max_receives)
+            .field("sweep_stale", &self.sweep_stale)
+            .field("task_ttl_ms", &self.tasks.ttl_ms)
+            .field("auth", &self.auth.as_ref().map(|a| &a.issuer))
+            .field("stream_budget", &self.stream_budget)
+            .finish()
+    }
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env(role: Role) -> Result<Self, ConfigError> {
+        Self::from_lookup(role, |k| std::env::var(k).ok())
+    }
+
+    /// Reads variables through `get` (tests pass a map).
+    pub fn from_lookup(
+        role: Role,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let var = |name: &'static str| {
+            get(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        let required = |name: &'static str| var(name).ok_or(ConfigError::Missing(name));
+        let table_name = required("TABLE_NAME")?;
+        let queue_url = required("QUEUE_URL")?;
+        let state_key = match (var("STATE_KEY"), role) {
+            (None, Role::Mcp) => return Err(ConfigError::Missing("STATE_KEY")),
+            (None, _) => None,
+            (Some(k), _) if k.len() < 32 => {
+                return Err(ConfigError::Invalid {
+                    name: "STATE_KEY",
+                    reason: "must be at least 32 characters",
+                });
+            }
+            (Some(k), _) => Some(Sha256::digest(k.as_bytes()).into()),
+        };
+        let max_receives = match (var("MAX_RECEIVES"), role) {
+            (None, Role::Worker) => return Err(ConfigError::Missing("MAX_RECEIVES")),
+            (None, _) => 1,
+            (Some(v), _) => {
+                v.parse::<u32>()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or(ConfigError::Invalid {
+                        name: "MAX_RECEIVES",
+                        reason: "must be a whole number of at least 1",
+                    })?
+            }
+        };
+        let tools = match var("TOOLS").as_deref() {
+            None | Some("builtin") => ToolSet::Builtin,
+            Some("conformance") => ToolSet::Conformance,
+            Some(_) => {
+                return Err(ConfigError::Invalid {
+                    name: "TOOLS",
+                    reason: "must be builtin or conformance",
+                });
+            }
+        };
+        let sweep_stale = match var("SWEEP_STALE_SECONDS") {
+            None => Duration::from_secs(300),
+            Some(v) => Duration::from_secs(v.parse().map_err(|_| ConfigError::Invalid {
+                name: "SWEEP_STALE_SECONDS",
+                reason: "must be a whole number of seconds",
+            })?),
+        };
+        // DynamoDB's TTL deletes lazily and reads treat an expired task as absent, so any
+        // value works; bounded so that a typo cannot make tasks vanish at once or live forever.
+        let tasks = match var("TASK_TTL_SECONDS") {
+            None => TaskSettings::default(),
+            Some(v) => TaskSettings {
+                ttl_ms: Some(
+                    v.parse::<u64>()
+                        .ok()
+                        .filter(|s| (MIN_TASK_TTL_SECONDS..=MAX_TASK_TTL_SECONDS).contains(s))
+                        .ok_or(ConfigError::Invalid {
+                            name: "TASK_TTL_SECONDS",
+                            reason: "must be a whole number of seconds from 60 to 31536000 (365 days)",
+                        })?
+                        * 1000,
+                ),
+                ..TaskSettings::default()
+            },
+        };
+        let mut tasks = tasks;
+        tasks.quotas = quotas(&var)?;
+        let allowed_hosts = var("ALLOWED_HOSTS")
+            .map(|v| {
+                v.split(',')
+                    .map(|h| h.trim().to_owned())
+                    .filter(|h| !h.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        // An HTTP function is authenticated unless open access was chosen explicitly.
+        let auth = match (role, var("AUTH_MODE").as_deref()) {
+            (Role::Worker | Role::Sweep, _) | (_, Some("none")) => None,
+            (_, None | Some("jwt")) => Some(AuthSettings {
+                issuer: required("AUTH_ISSUER")?,
+                audience: required("AUTH_AUDIENCE")?,
+                jwks: JwksSource::Url(required("AUTH_JWKS_URL")?),
+                tenant_claim: var("AUTH_TENANT_CLAIM").unwrap_or_else(|| "sub".into()),
+                required_scopes: var("AUTH_REQUIRED_SCOPES")
+                    .map(|s| s.split_whitespace().map(str::to_owned).collect())
+                    .unwrap_or_default(),
+                leeway: Duration::from_secs(60),
+            }),
+            (_, Some(_)) => {
+                return Err(ConfigError::Invalid {
+                    name: "AUTH_MODE",
+                    reason: "must be jwt or none",
+                });
+            }
+        };
+        let stream_budget = match var("RESPONSE_STREAMING").as_deref() {
+            None | Some("false") => None,
+            Some("true") => Some(Duration::from_secs(match var("STREAM_SECONDS") {
+                None => crate::handler::DEFAULT_STREAM_BUDGET.as_secs(),
+                Some(v) => v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|s| (MIN_STREAM_SECONDS..=MAX_STREAM_SECONDS).contains(s))
+                    .ok_or(ConfigError::Invalid {
+                        name: "STREAM_SECONDS",
+                        reason: "must be a whole number of seconds from 30 to 890",
+                    })?,
+            })),
+            Some(_) => {
+                return Err(ConfigError::Invalid {
+                    name: "RESPONSE_STREAMING",
+                    reason: "must be true or false",
+                });
+            }
+        };
+        let max_streams_per_tenant = match var("MAX_STREAMS_PER_TENANT") {
+            None => 10,
+            Some(v) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=10_000).contains(n))
+                .ok_or(ConfigError::Invalid {
+                    name: "MAX_STREAMS_PER_TENANT",
+                    reason: "must be a whole number from 1 to 10000",
+                })?,
+        };
+        Ok(Self {
+            max_streams_per_tenant,
+            role,
+            table_name,
+            queue_url,
+            state_key,
+            allowed_hosts,
+            tools,
+            max_receives,
+            sweep_stale,
+            tasks,
+            auth,
+            stream_budget,
+        })
+    }
+}
+
+/// The per-tenant quotas from `MAX_ACTIVE_TASKS_PER_TENANT`, `MAX_RUNNING_JOBS_PER_TENANT`,
+/// `TASK_CREATE_PER_SECOND`, `TASK_CREATE_BURST`, `MAX_TASK_SECONDS` and
+/// `MAX_TASK_CPU_SECONDS` (each optional; the defaults of [`Quotas`]).
+fn quotas(var: &impl Fn(&'static str) -> Option<String>) -> Result<Quotas, ConfigError> {
+    fn whole(
+        var: &impl Fn(&'static str) -> Option<String>,
+        name: &'static str,
+        max: u64,
+        default: u64,
+    ) -> Result<u64, ConfigError> {
+        match var(name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or(ConfigError::Invalid {
+                    name,
+                    reason: "must be a whole number within the documented bounds",
+                }),
+        }
+    }
+    let d = Quotas::default();
+    let create_per_second = match var("TASK_CREATE_PER_SECOND") {
+        None => d.create_per_second,
+        Some(v) => v
+            .parse::<f64>()
+            .ok()
+            .filter(|r| r.is_finite() && (0.0..=1e6).contains(r))
+            .ok_or(ConfigError::Invalid {
+                name: "TASK_CREATE_PER_SECOND",
+                reason: "must be a number from 0 (no limit) to 1000000",
+            })?,
+    };
+    Ok(Quotas {
+        max_active_tasks: whole(
+            var,
+            "MAX_ACTIVE_TASKS_PER_TENANT",
+            1_000_000,
+            d.max_active_tasks as u64,
+        )? as usize,
+        max_running_jobs: whole(
+            var,
+            "MAX_RUNNING_JOBS_PER_TENANT",
+            100_000,
+            d.max_running_jobs as u64,
+        )? as usize,
+        create_per_second,
+        create_burst: whole(
+            var,
+            "TASK_CREATE_BURST",
+            1_000_000,
+            u64::from(d.create_burst),
+        )? as u32,
+        max_task_wall: Duration::from_secs(whole(
+            var,
+            "MAX_TASK_SECONDS",
+            31_536_000,
+            d.max_task_wall.as_secs(),
+        )?),
+        max_task_cpu: Duration::from_secs(whole(
+            var,
+            "MAX_TASK_CPU_SECONDS",
+            31_536_000,
+            d.max_task_cpu.as_secs(),
+        )?),
+    })
+}
+
+/// Bounds of `TASK_TTL_SECONDS`: a minute to a year.
+const MIN_TASK_TTL_SECONDS: u64 = 60;
+const MAX_TASK_TTL_SECONDS: u64 = 365 * 24 * 3600;
+
+/// How long after its creation a task whose tool the worker does not know is given back to
+/// the queue before it fails ([`WorkerSettings::unknown_tool_grace`]): a deployment updates the
+/// functions one after the other, so for a while the `mcp` function may offer a tool an older
+/// worker does not have yet. Fifteen minutes covers a `sam deploy` many times over.
+pub const UNKNOWN_TOOL_GRACE: std::time::Duration = std::time::Duration::from_secs(15 * 60);

@@ -1,0 +1,217 @@
+//! The Lambda wiring: configuration from the environment, the ports built once per cold start,
+//! and the handlers the function crates hand to the runtime. Each function's `main.rs` is
+//! `Config::from_env` → [`Ports::connect`] → one of these → `run`.
+//!
+//! | function | event                            | here                             |
+//! |----------|----------------------------------|----------------------------------|
+//! | `mcp`    | API Gateway proxy (REST or HTTP) | [`http_router`] (everything)     |
+//! | `tasks`  | API Gateway proxy (REST or HTTP) | [`http_router`] (`tasks/*` only) |
+//! | `worker` | SQS batch                        | [`SqsWorker::handle`]            |
+//! | `sweep`  | EventBridge schedule             | [`Sweeper::run`]                 |
+//!
+//! The HTTP functions serve the very router the local server serves ([`crate::http::router`]);
+//! the tasks function differs by one flag ([`ServiceConfig::tasks_only`]).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use futures_util::future::join_all;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+
+use super::sqs::SqsQueue;
+use crate::auth::{AuthSettings, Authenticator, JwksSource};
+use crate::engine::{Engine, TaskSettings};
+use crate::handler::{McpService, ServiceConfig};
+use crate::local::ToolSet;
+use crate::protocol::state::StateSealer;
+use crate::queue::{WorkMessage, WorkQueue};
+use crate::quota::Quotas;
+use crate::store::metered::Metered;
+use crate::store::{StoreError, TaskStore};
+use crate::tools::{Registry, Tool};
+use crate::worker::{Outcome, Worker, WorkerError, WorkerSettings};
+
+mod config;
+mod sweep;
+#[cfg(test)]
+mod tests;
+mod worker;
+
+pub use config::{Config, ConfigError, MAX_STREAM_SECONDS, MIN_STREAM_SECONDS, UNKNOWN_TOOL_GRACE};
+pub use sweep::{SweepError, SweepReport, Sweeper};
+pub use worker::{Action, SqsWorker, decide};
+
+/// Which function is starting: decides which variables are required.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The MCP endpoint (`functions/mcp`).
+    Mcp,
+    /// The `tasks/*` endpoint (`functions/tasks`).
+    Tasks,
+    /// The SQS worker (`functions/worker`).
+    Worker,
+    /// The scheduled sweep (`functions/sweep`).
+    Sweep,
+}
+
+/// Writes what this process counted since the last call ([`crate::metrics`]) to stdout as
+/// CloudWatch Embedded Metric Format lines, one per metric and label set: Lambda hands stdout
+/// to CloudWatch Logs, which turns such lines into metrics (namespace
+/// [`crate::metrics::NAMESPACE`], dimension `function` and the metric's labels) — no API call,
+/// nothing added to the answer's latency. Each function calls it after every invocation; what
+/// an invocation counts after its answer has gone (the end of a streamed call) goes out with
+/// the next one.
+pub fn flush_metrics(function: &str) {
+    use std::io::Write as _;
+    let lines = crate::metrics::global().drain_emf(function, crate::clock::now_ms());
+    if lines.is_empty() {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    for line in lines {
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = out.flush();
+}
+
+/// The ports every function uses, built once at cold start (SDK clients included).
+#[derive(Clone)]
+pub struct Ports {
+    /// The task store.
+    pub store: Arc<dyn TaskStore>,
+    /// The work queue.
+    pub queue: Arc<dyn WorkQueue>,
+    /// The per-tenant running-jobs guard of the worker (in the task table on AWS).
+    pub run_slots: Option<Arc<dyn crate::quota::RunSlots>>,
+}
+
+impl Ports {
+    /// DynamoDB and SQS from the SDK's standard configuration (region, credentials, and
+    /// `AWS_ENDPOINT_URL*` for emulators), with the clients' [`super::Timeouts`].
+    pub async fn connect(config: &Config) -> Self {
+        let sdk = super::sdk_config().await;
+        let queue = SqsQueue::new(super::sqs_client(&sdk), config.queue_url.clone());
+        let store =
+            super::dynamo::DynamoStore::new(super::dynamodb_client(&sdk), &config.table_name);
+        Self {
+            store: Arc::new(Metered(store.clone())),
+            queue: Arc::new(queue),
+            run_slots: Some(Arc::new(store)),
+        }
+    }
+}
+
+impl Ports {
+    /// In-memory store and in-process queue, for handler tests and fixtures (`events/*.json`):
+    /// the receiver gets what the handlers enqueue.
+    pub fn in_memory() -> (Self, tokio::sync::mpsc::UnboundedReceiver<WorkMessage>) {
+        let (queue, rx) = crate::queue::LocalQueue::new();
+        let ports = Self {
+            store: Arc::new(crate::store::memory::MemoryStore::new()),
+            queue: Arc::new(queue),
+            run_slots: Some(Arc::new(crate::quota::MemoryRunSlots::default())),
+        };
+        (ports, rx)
+    }
+}
+
+fn registry(tools: ToolSet) -> Arc<Registry> {
+    let tools: Vec<Arc<dyn Tool>> = match tools {
+        ToolSet::Builtin => crate::tools::builtin::builtin_tools(),
+        ToolSet::Conformance => crate::tools::fixtures::conformance_tools(),
+    };
+    Arc::new(Registry::new(tools))
+}
+
+/// The MCP service of the mcp or tasks function.
+pub fn service(config: &Config, ports: &Ports) -> Arc<McpService> {
+    let engine = Engine::new(
+        ports.store.clone(),
+        ports.queue.clone(),
+        config.tasks.clone(),
+    );
+    let service = ServiceConfig {
+        allowed_hosts: config.allowed_hosts.clone(),
+        tasks_only: config.role == Role::Tasks,
+        // The tasks function is always buffered: its answers are small and immediate.
+        stream_budget: config.stream_budget.filter(|_| config.role == Role::Mcp),
+        max_streams_per_tenant: config.max_streams_per_tenant,
+        ..ServiceConfig::default()
+    };
+    // Only the mcp function seals and opens `requestState`; the tasks function never does,
+    // so a throw-away key serves it.
+    let key = config.state_key.unwrap_or_else(|| {
+        let mut k = [0u8; 32];
+        crate::clock::random_bytes(&mut k);
+        k
+    });
+    let mut service = McpService::new(
+        service,
+        engine,
+        registry(config.tools),
+        StateSealer::new(key),
+    );
+    if let Some(auth) = config.auth.clone() {
+        service = service.with_auth(Authenticator::new(auth));
+    }
+    // Every instance must count a tenant's open streams alike: in the table.
+    if let Some(slots) = ports.run_slots.clone() {
+        service = service.with_stream_slots(slots);
+    }
+    Arc::new(service)
+}
+
+/// The HTTP router for `lambda_http::run` — the same one the local server serves.
+pub fn http_router(config: &Config, ports: &Ports) -> axum::Router {
+    crate::http::router(service(config, ports))
+}
+
+/// The tokio instant of a wall-clock deadline (the Lambda context's).
+pub fn instant_at(deadline: SystemTime) -> Instant {
+    let left = deadline
+        .duration_since(SystemTime::now())
+        .unwrap_or_default();
+    Instant::now() + left
+}
+
+/// The deadline an HTTP request runs within ([`crate::clock::within_deadline`]), from its Lambda
+/// context's. `None` for one already past when the request starts: no real invocation starts
+/// after its deadline, but `cargo lambda watch` (the local serverless run) sends such, and
+/// taking it at its word would end every wait at once.
+pub fn request_deadline(deadline: SystemTime) -> Option<Instant> {
+    let at = instant_at(deadline);
+    (at > Instant::now()).then_some(at)
+}
+
+/// The deadline a worker batch runs within: the Lambda context's. `cargo lambda watch` (the
+/// local serverless run, `scripts/aws-local.sh`) hands every invocation a deadline already
+/// past, which would make each job run one step and hand over; such a deadline is replaced by
+/// Lambda's longest timeout from now (the template's worker timeout), as deployed.
+pub fn worker_deadline(deadline: SystemTime) -> Instant {
+    request_deadline(deadline).unwrap_or_else(|| {
+        tracing::warn!(
+            "worker.deadline_in_the_past: taking 900 s from now (only the local emulated runtime does this)"
+        );
+        Instant::now() + LAMBDA_MAX_TIMEOUT
+    })
+}
+
+/// Lambda's longest function timeout (the worker's in template.yaml).
+const LAMBDA_MAX_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// One HTTP invocation of the `function` function (`mcp`, `tasks`): `answer` runs within the
+/// invocation's deadline (from the Lambda context's `deadline`, see [`request_deadline`]), so
+/// that no wait outlives the function's timeout, and what it counted is written as EMF lines
+/// once it is done ([`flush_metrics`]).
+pub async fn http_invocation<F: std::future::Future>(
+    function: &str,
+    deadline: Option<SystemTime>,
+    answer: F,
+) -> F::Output {
+    let out = crate::clock::within_deadline(deadline.and_then(request_deadline), answer).await;
+    flush_metrics(function);
+    out
+}

@@ -1,0 +1,422 @@
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::queue::LocalQueue;
+use crate::store::TaskKey;
+use crate::store::memory::MemoryStore;
+use crate::task::{Lease, TaskRecord, TaskStatus};
+
+const SQS_EVENT: &str = include_str!("../../../../events/sqs-work-message.json");
+const SCHEDULE_EVENT: &str = include_str!("../../../../events/scheduled-sweep.json");
+
+fn env(role: Role, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let map: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Config::from_lookup(role, |k| map.get(k).cloned())
+}
+
+const BASE: [(&str, &str); 3] = [
+    ("TABLE_NAME", "tasks"),
+    ("QUEUE_URL", "http://127.0.0.1:1/000000000000/work"),
+    ("AUTH_MODE", "none"),
+];
+
+fn worker_config(max_receives: &str) -> Config {
+    let mut vars = BASE.to_vec();
+    vars.push(("MAX_RECEIVES", max_receives));
+    env(Role::Worker, &vars).unwrap()
+}
+
+#[test]
+fn a_missing_variable_fails_the_cold_start_by_name() {
+    let err = env(Role::Tasks, &[("QUEUE_URL", "q")]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "environment variable TABLE_NAME is required"
+    );
+    assert!(matches!(
+        env(Role::Mcp, &BASE),
+        Err(ConfigError::Missing("STATE_KEY"))
+    ));
+    assert!(matches!(
+        env(Role::Worker, &BASE),
+        Err(ConfigError::Missing("MAX_RECEIVES"))
+    ));
+    assert!(env(Role::Tasks, &BASE).is_ok());
+    assert!(env(Role::Sweep, &BASE).is_ok());
+}
+
+#[test]
+fn malformed_variables_are_refused_without_echoing_them() {
+    let mut vars = BASE.to_vec();
+    vars.push(("STATE_KEY", "short-secret"));
+    let err = env(Role::Mcp, &vars).unwrap_err().to_string();
+    assert!(!err.contains("short-secret"), "{err}");
+    for (k, v) in [
+        ("MAX_RECEIVES", "0"),
+        ("TOOLS", "mine"),
+        ("SWEEP_STALE_SECONDS", "soon"),
+        ("TASK_TTL_SECONDS", "59"),
+        ("TASK_TTL_SECONDS", "31536001"),
+        ("TASK_TTL_SECONDS", "1d"),
+    ] {
+        let mut vars = BASE.to_vec();
+        vars.push((k, v));
+        assert!(
+            matches!(env(Role::Sweep, &vars), Err(ConfigError::Invalid { name, .. }) if name == k),
+            "{k}={v}"
+        );
+    }
+}
+
+#[test]
+fn optional_variables_have_gateway_friendly_defaults() {
+    let mut vars = BASE.to_vec();
+    vars.push(("STATE_KEY", "0123456789abcdef0123456789abcdef"));
+    let c = env(Role::Mcp, &vars).unwrap();
+    assert!(c.allowed_hosts.is_empty(), "behind API Gateway any host");
+    assert_eq!(c.tools, ToolSet::Builtin);
+    assert!(c.state_key.is_some());
+    assert!(!format!("{c:?}").contains("0123456789abcdef"));
+    assert_eq!(c.tasks.ttl_ms, Some(24 * 3600 * 1000));
+    vars.push(("ALLOWED_HOSTS", " mcp.example.com, ,api.example.com "));
+    vars.push(("TASK_TTL_SECONDS", "3600"));
+    let c = env(Role::Mcp, &vars).unwrap();
+    assert_eq!(c.allowed_hosts, ["mcp.example.com", "api.example.com"]);
+    assert_eq!(c.tasks.ttl_ms, Some(3600 * 1000));
+}
+
+#[test]
+fn the_retry_policy_never_polls_forever_and_never_kills_a_live_run() {
+    let busy = Ok(Outcome::Busy(Duration::from_secs(3)));
+    let err: Result<Outcome, WorkerError> = Err(StoreError::Backend("down".into()).into());
+    assert_eq!(decide(&busy, false), Action::Retry);
+    assert_eq!(decide(&busy, true), Action::Done);
+    assert_eq!(decide(&err, false), Action::Retry);
+    assert_eq!(decide(&err, true), Action::GiveUp);
+    // A saved, handed-over job whose continuation could not be sent is never failed.
+    let lost_continuation: Result<Outcome, WorkerError> =
+        Err(crate::queue::QueueError("down".into()).into());
+    assert_eq!(decide(&lost_continuation, true), Action::Retry);
+    assert_eq!(
+        decide(&Ok(Outcome::Deferred(Duration::from_secs(5))), true),
+        Action::Done
+    );
+    for o in [
+        Outcome::Dropped,
+        Outcome::Continued,
+        Outcome::Superseded,
+        Outcome::WaitingForInput,
+        Outcome::Finished(TaskStatus::Completed),
+    ] {
+        assert_eq!(decide(&Ok(o.clone()), false), Action::Done, "{o:?}");
+        assert_eq!(decide(&Ok(o), true), Action::Done);
+    }
+}
+
+/// A store whose first `fail_gets` reads fail (an outage that passes), and whose active
+/// listing fails while `fail_listing` is set.
+struct Flaky {
+    inner: MemoryStore,
+    fail_gets: AtomicUsize,
+    fail_listing: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait]
+impl TaskStore for Flaky {
+    async fn create(&self, task: &TaskRecord, args: &Value) -> Result<(), StoreError> {
+        self.inner.create(task, args).await
+    }
+    async fn arguments(&self, tenant: &str, id: &str) -> Result<Option<Value>, StoreError> {
+        self.inner.arguments(tenant, id).await
+    }
+    async fn get(&self, tenant: &str, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        if self
+            .fail_gets
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(StoreError::Backend("throttled".into()));
+        }
+        self.inner.get(tenant, id).await
+    }
+    async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
+        self.inner.update(task).await
+    }
+    async fn list_active(
+        &self,
+        after: Option<&TaskKey>,
+        limit: usize,
+    ) -> Result<Vec<TaskKey>, StoreError> {
+        if self.fail_listing.load(Ordering::SeqCst) {
+            return Err(StoreError::Backend("index unavailable".into()));
+        }
+        self.inner.list_active(after, limit).await
+    }
+    async fn list_expired(&self, now: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
+        self.inner.list_expired(now, limit).await
+    }
+    async fn delete(&self, tenant: &str, id: &str) -> Result<(), StoreError> {
+        self.inner.delete(tenant, id).await
+    }
+}
+
+struct Rig {
+    store: Arc<Flaky>,
+    ports: Ports,
+    _rx: tokio::sync::mpsc::UnboundedReceiver<WorkMessage>,
+}
+
+fn rig() -> Rig {
+    let store = Arc::new(Flaky {
+        inner: MemoryStore::new(),
+        fail_gets: AtomicUsize::new(0),
+        fail_listing: Default::default(),
+    });
+    let (queue, rx) = LocalQueue::new();
+    let ports = Ports {
+        store: store.clone(),
+        queue: Arc::new(queue),
+        run_slots: None,
+    };
+    Rig {
+        store,
+        ports,
+        _rx: rx,
+    }
+}
+
+/// The task the sample event names, stored as `mcp` would have stored it.
+async fn seed(r: &Rig, msg: &WorkMessage) {
+    let task = TaskRecord::new(
+        &msg.tenant,
+        msg.task_id.clone(),
+        "wait",
+        Some(3_600_000),
+        1000,
+        json!({}),
+    );
+    r.store.create(&task, &json!({"seconds": 0})).await.unwrap();
+}
+
+fn sample() -> (SqsEvent, WorkMessage) {
+    let event: SqsEvent = serde_json::from_str(SQS_EVENT).unwrap();
+    let msg = serde_json::from_str(event.records[0].body.as_deref().unwrap()).unwrap();
+    (event, msg)
+}
+
+fn with_receives(mut event: SqsEvent, n: u32) -> SqsEvent {
+    event.records[0]
+        .attributes
+        .insert("ApproximateReceiveCount".into(), n.to_string());
+    event
+}
+
+fn soon() -> Instant {
+    Instant::now() + Duration::from_secs(60)
+}
+
+async fn status(r: &Rig, msg: &WorkMessage) -> TaskRecord {
+    r.store
+        .get(&msg.tenant, &msg.task_id)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_sample_sqs_event_runs_its_task_to_completion() {
+    let r = rig();
+    let (event, msg) = sample();
+    seed(&r, &msg).await;
+    let worker = SqsWorker::new(&worker_config("5"), &r.ports);
+    let out = worker.handle(event, soon()).await;
+    assert!(out.batch_item_failures.is_empty());
+    assert_eq!(status(&r, &msg).await.status, TaskStatus::Completed);
+    // The response is what the runtime sends back.
+    assert_eq!(
+        serde_json::to_value(&out).unwrap(),
+        json!({"batchItemFailures": []})
+    );
+}
+
+#[tokio::test]
+async fn a_store_outage_retries_the_message_until_its_last_delivery() {
+    let r = rig();
+    let (event, msg) = sample();
+    seed(&r, &msg).await;
+    let worker = SqsWorker::new(&worker_config("3"), &r.ports);
+    r.store.fail_gets.store(1, Ordering::SeqCst);
+    let out = worker.handle(with_receives(event.clone(), 2), soon()).await;
+    let ids: Vec<_> = out
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(ids, [event.records[0].message_id.as_deref().unwrap()]);
+    assert_eq!(status(&r, &msg).await.status, TaskStatus::Working);
+
+    // The last delivery fails too: the task is failed and the message deleted.
+    r.store.fail_gets.store(1, Ordering::SeqCst);
+    let out = worker.handle(with_receives(event, 3), soon()).await;
+    assert!(out.batch_item_failures.is_empty());
+    let t = status(&r, &msg).await;
+    assert_eq!(t.status, TaskStatus::Failed);
+    assert!(t.error.is_some());
+}
+
+#[tokio::test]
+async fn when_even_giving_up_fails_the_message_goes_to_the_dlq() {
+    let r = rig();
+    let (event, msg) = sample();
+    seed(&r, &msg).await;
+    let worker = SqsWorker::new(&worker_config("3"), &r.ports);
+    r.store.fail_gets.store(2, Ordering::SeqCst);
+    let out = worker.handle(with_receives(event, 3), soon()).await;
+    assert_eq!(out.batch_item_failures.len(), 1);
+}
+
+#[tokio::test]
+async fn a_message_for_a_task_held_by_a_live_run_is_retried_then_dropped() {
+    let r = rig();
+    let (event, msg) = sample();
+    seed(&r, &msg).await;
+    let mut t = status(&r, &msg).await;
+    t.lease = Some(Lease {
+        owner: "alive".into(),
+        expires_at_ms: crate::clock::now_ms() + 60_000,
+    });
+    r.store.update(&t).await.unwrap();
+    let worker = SqsWorker::new(&worker_config("3"), &r.ports);
+    let out = worker.handle(with_receives(event.clone(), 1), soon()).await;
+    assert_eq!(out.batch_item_failures.len(), 1);
+    let out = worker.handle(with_receives(event, 3), soon()).await;
+    assert!(out.batch_item_failures.is_empty());
+    assert_eq!(
+        status(&r, &msg).await.status,
+        TaskStatus::Working,
+        "the live run keeps its task"
+    );
+}
+
+#[tokio::test]
+async fn an_unreadable_record_fails_alone_not_the_batch() {
+    let r = rig();
+    let (event, msg) = sample();
+    seed(&r, &msg).await;
+    let mut bad = event.records[0].clone();
+    bad.message_id = Some("bad-1".into());
+    bad.body = Some("not json".into());
+    let mut event = event;
+    event.records.push(bad);
+    let worker = SqsWorker::new(&worker_config("5"), &r.ports);
+    let out = worker.handle(event, soon()).await;
+    let ids: Vec<_> = out
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(ids, ["bad-1"]);
+    assert_eq!(status(&r, &msg).await.status, TaskStatus::Completed);
+}
+
+#[tokio::test]
+async fn the_sample_schedule_event_parses_and_a_sweep_requeues_orphans() {
+    let event: EventBridgeEvent<Value> = serde_json::from_str(SCHEDULE_EVENT).unwrap();
+    assert_eq!(event.detail_type, "Scheduled Event");
+    let mut r = rig();
+    let (_, msg) = sample();
+    seed(&r, &msg).await; // persisted, never enqueued: an orphan
+    let config = Config {
+        sweep_stale: Duration::ZERO,
+        ..env(Role::Sweep, &BASE).unwrap()
+    };
+    let report = Sweeper::new(&config, &r.ports).run(None).await.unwrap();
+    assert_eq!(
+        report,
+        SweepReport {
+            requeued: 1,
+            read: 1,
+            complete: true,
+            ..SweepReport::default()
+        }
+    );
+    assert_eq!(r._rx.recv().await.unwrap().task_id, msg.task_id);
+}
+
+#[tokio::test]
+async fn the_purge_runs_when_the_orphan_sweep_fails() {
+    let r = rig();
+    let mut expired = TaskRecord::new("t", "tsk_x".into(), "wait", Some(1000), 1000, json!({}));
+    expired.created_at_ms = crate::clock::now_ms() - 60_000;
+    r.store.create(&expired, &json!({})).await.unwrap();
+    r.store.fail_listing.store(true, Ordering::SeqCst);
+    let config = env(Role::Sweep, &BASE).unwrap();
+    let out = Sweeper::new(&config, &r.ports).run(None).await;
+    assert!(out.is_err(), "the failed half is reported");
+    assert_eq!(
+        r.store.get("t", "tsk_x").await.unwrap(),
+        None,
+        "purged all the same"
+    );
+}
+
+#[test]
+fn a_worker_given_a_past_deadline_gets_lambdas_longest() {
+    let past = SystemTime::now() - Duration::from_secs(5);
+    let d = worker_deadline(past);
+    assert!(d > Instant::now() + Duration::from_secs(890), "{d:?}");
+    let soon = SystemTime::now() + Duration::from_secs(30);
+    assert!(worker_deadline(soon) <= Instant::now() + Duration::from_secs(30));
+}
+
+#[test]
+fn past_deadlines_are_now_not_a_panic() {
+    let past = SystemTime::now() - Duration::from_secs(10);
+    assert!(instant_at(past) <= Instant::now());
+    assert_eq!(request_deadline(past), None, "not a real request deadline");
+    let soon = SystemTime::now() + Duration::from_secs(10);
+    assert!(request_deadline(soon).is_some());
+    let future = SystemTime::now() + Duration::from_secs(10);
+    assert!(instant_at(future) > Instant::now() + Duration::from_secs(9));
+}
+
+#[test]
+fn http_functions_are_authenticated_unless_open_access_is_chosen() {
+    let base = [
+        ("TABLE_NAME", "tasks"),
+        ("QUEUE_URL", "q"),
+        ("STATE_KEY", "a-test-key-of-at-least-32-characters"),
+    ];
+    assert!(matches!(
+        env(Role::Mcp, &base),
+        Err(ConfigError::Missing("AUTH_ISSUER"))
+    ));
+    let mut jwt = base.to_vec();
+    jwt.extend([
+        ("AUTH_ISSUER", "https://issuer.example"),
+        ("AUTH_AUDIENCE", "https://mcp.example/mcp"),
+        ("AUTH_JWKS_URL", "https://issuer.example/jwks.json"),
+        ("AUTH_REQUIRED_SCOPES", "tasks:read tasks:write"),
+    ]);
+    let auth = env(Role::Tasks, &jwt).unwrap().auth.unwrap();
+    assert_eq!(auth.tenant_claim, "sub");
+    assert_eq!(auth.required_scopes, ["tasks:read", "tasks:write"]);
+    let mut open = base.to_vec();
+    open.push(("AUTH_MODE", "none"));
+    assert!(env(Role::Mcp, &open).unwrap().auth.is_none());
+    let mut bad = base.to_vec();
+    bad.push(("AUTH_MODE", "maybe"));
+    assert!(env(Role::Mcp, &bad).is_err());
+    // Workers never read tokens.
+    let mut worker = base.to_vec();
+    worker.push(("MAX_RECEIVES", "3"));
+    assert!(env(Role::Worker, &worker).unwrap().auth.is_none());
+}

@@ -1,0 +1,166 @@
+//! The `worker` function: an SQS batch, each record handed to the worker, failures reported
+//! per record.
+
+use super::*;
+
+/// What to do with one SQS record once the worker is done with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Delete it (report success).
+    Done,
+    /// Report it failed: SQS delivers it again after the visibility timeout (and dead-letters
+    /// it after the last allowed receive).
+    Retry,
+    /// The last allowed delivery failed: mark the task failed, then delete the message.
+    GiveUp,
+}
+
+/// The retry policy, in one place.
+///
+/// - A result of any kind (finished, handed over, dropped, superseded) deletes the message.
+/// - `Busy` (another run holds a live lease) is retried, in case that run dies; on the last
+///   delivery it is deleted instead — the lease holder owns the task, and should it die the
+///   sweep re-enqueues the task (and the worker fails a job that keeps dying), so failing a
+///   healthy running task, or alarming on the DLQ, would be wrong.
+/// - An error (store or queue unavailable) is retried; on the last delivery the task is given
+///   up on, so no client polls forever — except a continuation that could not be sent after
+///   the job was saved and handed over: that task is healthy, the sweep picks it up.
+pub fn decide(outcome: &Result<Outcome, WorkerError>, last_delivery: bool) -> Action {
+    match (outcome, last_delivery) {
+        (Ok(Outcome::Busy(_)), false) | (Err(_), false) => Action::Retry,
+        // The job was saved and handed over, only its continuation could not be sent: the
+        // task is healthy, so it is not given up on. The message goes to the DLQ (and its
+        // alarm) and the sweep re-enqueues the unheld task.
+        (Err(WorkerError::Queue(_)), true) => Action::Retry,
+        (Err(_), true) => Action::GiveUp,
+        (Ok(_), _) => Action::Done,
+    }
+}
+
+/// `ApproximateReceiveCount` of a record (1 when absent).
+fn receive_count(record: &SqsMessage) -> u32 {
+    record
+        .attributes
+        .get("ApproximateReceiveCount")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
+
+/// The worker function: one SQS batch at a time, every record on its own.
+pub struct SqsWorker {
+    worker: Worker,
+    queue: Arc<dyn WorkQueue>,
+    max_receives: u32,
+}
+
+impl SqsWorker {
+    /// A worker over the ports; `config.max_receives` must equal the queue's `maxReceiveCount`.
+    pub fn new(config: &Config, ports: &Ports) -> Self {
+        let settings = WorkerSettings {
+            unknown_tool_grace: UNKNOWN_TOOL_GRACE,
+            ..WorkerSettings::default()
+        };
+        Self::with_settings(config, ports, settings)
+    }
+
+    /// As [`SqsWorker::new`], with explicit worker timing (tests).
+    pub fn with_settings(config: &Config, ports: &Ports, mut settings: WorkerSettings) -> Self {
+        settings.quotas = config.tasks.quotas.clone();
+        settings.poll_interval_floor =
+            std::time::Duration::from_millis(config.tasks.poll_interval_ms);
+        let mut worker = Worker::new(
+            ports.store.clone(),
+            ports.queue.clone(),
+            registry(config.tools),
+            settings,
+        );
+        if let Some(slots) = &ports.run_slots {
+            worker = worker.with_run_slots(slots.clone());
+        }
+        Self {
+            worker,
+            queue: ports.queue.clone(),
+            max_receives: config.max_receives,
+        }
+    }
+
+    /// Runs every record of the batch concurrently (jobs mostly wait on I/O) and reports the
+    /// ones to retry (`ReportBatchItemFailures`). The worker hands over
+    /// [`WorkerSettings::deadline_margin`] before `deadline`, leaving that margin for the
+    /// give-up writes and the response.
+    pub async fn handle(&self, event: SqsEvent, deadline: Instant) -> SqsBatchResponse {
+        // Each record within its own trace (its AWSTraceHeader), which its sends carry on.
+        let actions = join_all(event.records.iter().map(|r| {
+            let trace = r.attributes.get("AWSTraceHeader").map(String::as_str);
+            crate::aws::within_trace(trace, self.record(r, deadline))
+        }))
+        .await;
+        let mut response = SqsBatchResponse::default();
+        for (record, action) in event.records.iter().zip(actions) {
+            if action == Action::Retry {
+                // A record without an id cannot be named; an empty identifier makes Lambda
+                // retry the whole batch, which is safe (duplicates are dropped by the lease).
+                response.add_failure(record.message_id.clone().unwrap_or_default());
+            }
+        }
+        response
+    }
+
+    async fn record(&self, record: &SqsMessage, deadline: Instant) -> Action {
+        let message_id = record.message_id.as_deref().unwrap_or("");
+        let receives = receive_count(record);
+        let last = receives >= self.max_receives;
+        let parsed = record
+            .body
+            .as_deref()
+            .map(serde_json::from_str::<WorkMessage>);
+        let Some(Ok(msg)) = parsed else {
+            // Never the body itself: it is not ours to log. Retried, so it reaches the DLQ
+            // (and its alarm) instead of vanishing.
+            tracing::error!(message_id, receives, "unreadable work message");
+            return Action::Retry;
+        };
+        let outcome = self.worker.handle(&msg, Some(deadline)).await;
+        // Waiting its tenant's turn, or a sleeping job's next hop: a fresh message (its receive
+        // count starts again), then this one is deleted. Should the send fail, this one is
+        // retried instead.
+        let resend = match &outcome {
+            Ok(Outcome::Deferred(delay)) => Some((msg.clone(), *delay)),
+            Ok(Outcome::Rescheduled(next, delay)) => Some((next.clone(), *delay)),
+            _ => None,
+        };
+        if let Some((next, delay)) = resend {
+            return match self.queue.enqueue(next, delay).await {
+                Ok(()) => {
+                    tracing::info!(message_id, task_id = %msg.task_id, "work message deferred");
+                    Action::Done
+                }
+                Err(e) => {
+                    tracing::warn!(message_id, task_id = %msg.task_id, error = %e, "deferring failed; retrying the message");
+                    Action::Retry
+                }
+            };
+        }
+        let action = decide(&outcome, last);
+        let trace = crate::aws::trace_header().unwrap_or_default();
+        match &outcome {
+            Ok(o) => {
+                tracing::info!(message_id, task_id = %msg.task_id, receives, outcome = ?o, ?action, trace, "work message handled")
+            }
+            Err(e) => {
+                tracing::error!(message_id, task_id = %msg.task_id, receives, error = %e, ?action, "work message failed")
+            }
+        }
+        if action != Action::GiveUp {
+            return action;
+        }
+        match self.worker.abandon(&msg).await {
+            Ok(_) => Action::Done,
+            Err(e) => {
+                // Not even that worked: let the message go to the DLQ, where the alarm fires.
+                tracing::error!(message_id, task_id = %msg.task_id, error = %e, "giving up on the task failed");
+                Action::Retry
+            }
+        }
+    }
+}
