@@ -17,6 +17,8 @@
 //! - [`quota`] — per-tenant quotas and fair sharing (the fair gate of the worker and CPU pools);
 //! - [`store`], [`queue`] — the ports, with local adapters (memory, embedded redb, in-process);
 //! - [`local`] — the all-in-one embedded server behind `mcp-tasks serve`;
+//! - [`admin`] — the operator commands behind `mcp-tasks tasks …` (list, show, cancel) over
+//!   the ports, and opening a data directory's store without creating one;
 //! - `fault` (feature `fault-injection`, tests only) — duplicate delivery and crash points;
 //! - `aws` (feature `aws`) — the DynamoDB task store and SQS work queue adapters, and (feature
 //!   `lambda`) the Lambda wiring the function crates run.
@@ -25,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod auth;
 #[cfg(feature = "aws")]
 pub mod aws;

@@ -1,6 +1,8 @@
 //! `mcp-tasks serve`: the whole system in one process on 127.0.0.1; `mcp-tasks call`: a small
-//! MCP client that runs one tool on any 2026-07-28 server (`call.rs`).
+//! MCP client that runs one tool on any 2026-07-28 server (`call.rs`); `mcp-tasks tasks` and
+//! `mcp-tasks dlq`: operator commands on a stopped server's store or on AWS (`admin.rs`).
 
+mod admin;
 mod call;
 
 /// mimalloc instead of the system allocator: see `Cargo.toml` and `bench/hotpath.sh`.
@@ -37,6 +39,14 @@ enum Command {
     /// (progress, questions, Ctrl-C cancels) when it becomes one. Exit status: 0 completed,
     /// 1 tool error or task failed, 2 usage/protocol/HTTP error, 130 interrupted.
     Call(call::CallArgs),
+    /// Operator commands on tasks: list the unfinished ones, show one, cancel one — in the
+    /// embedded store of a stopped server (--data-dir) or on AWS (--aws). Exit status: 0 done,
+    /// 1 not found or refused, 2 usage or backend error (a data directory in use included).
+    Tasks(admin::TasksArgs),
+    /// The work queue's dead-letter queue (--aws only): list its messages, or move them back
+    /// to the work queue. Exit status: 0 done, 1 messages left or failed, 2 usage or backend
+    /// error.
+    Dlq(admin::DlqArgs),
 }
 
 /// `mcp-tasks serve`.
@@ -223,8 +233,10 @@ async fn main() -> anyhow::Result<()> {
         auth,
         edge,
         quotas,
-    } = match Cli::parse().command {
+    } = match parse_cli().command {
         Command::Call(args) => std::process::exit(call::run(args).await),
+        Command::Tasks(args) => std::process::exit(admin::tasks(args).await),
+        Command::Dlq(args) => std::process::exit(admin::dlq(args).await),
         Command::Serve(serve) => *serve,
     };
     tracing_subscriber::fmt()
@@ -260,6 +272,43 @@ async fn main() -> anyhow::Result<()> {
     println!("Add it to Claude Code with:\n  claude mcp add --transport http mcp-tasks {url}");
     server.run_until(stop_signal()).await;
     Ok(())
+}
+
+/// The command line; a usage error is printed with the control characters of the input
+/// escaped and each line over 300 characters cut in the middle (clap quotes the offending value, and a tenant
+/// or id given to `mcp-tasks tasks` may hold anything), then exits with clap's status (2).
+fn parse_cli() -> Cli {
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            // Long lines are cut in the middle (clap quotes the whole offending value, however
+            // long; the reason comes after it).
+            const HEAD: usize = 100;
+            const TAIL: usize = 200;
+            let rendered = e.render().to_string();
+            for line in rendered.lines() {
+                let chars: Vec<char> = line.chars().collect();
+                let kept: Vec<char> = if chars.len() > HEAD + TAIL {
+                    let mut k = chars[..HEAD].to_vec();
+                    k.extend(" … ".chars());
+                    k.extend_from_slice(&chars[chars.len() - TAIL..]);
+                    k
+                } else {
+                    chars
+                };
+                let shown: String = kept
+                    .into_iter()
+                    .flat_map(|c| match c.is_control() {
+                        true => c.escape_default().collect::<Vec<_>>(),
+                        false => vec![c],
+                    })
+                    .collect();
+                eprintln!("{shown}");
+            }
+            std::process::exit(e.exit_code())
+        }
+        Err(e) => e.exit(),
+    }
 }
 
 /// Ctrl-C, or SIGTERM (what service managers and container runtimes send).

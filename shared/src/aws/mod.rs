@@ -1,6 +1,7 @@
 //! AWS adapters of the ports: [`dynamo::DynamoStore`] (the [`crate::store::TaskStore`]) and
-//! [`sqs::SqsQueue`] (the [`crate::queue::WorkQueue`]). Nothing outside this module imports
-//! the AWS SDK. Endpoints follow the SDK's standard settings (`AWS_ENDPOINT_URL`,
+//! [`sqs::SqsQueue`] (the [`crate::queue::WorkQueue`]), and the operators' view of the work
+//! queue's dead-letter queue ([`dlq`]). Nothing outside this module imports the AWS SDK.
+//! Endpoints follow the SDK's standard settings (`AWS_ENDPOINT_URL`,
 //! `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL_SQS`), which is how the local emulators and
 //! LocalStack are reached.
 //!
@@ -24,6 +25,7 @@ use std::time::Duration;
 
 use aws_config::timeout::TimeoutConfig;
 
+pub mod dlq;
 pub mod dynamo;
 #[cfg(feature = "lambda")]
 pub mod lambda;

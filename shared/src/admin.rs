@@ -1,0 +1,808 @@
+//! Operator commands over the ports, behind `mcp-tasks tasks …` (issue 11): list a store's
+//! unfinished tasks, show one task's record, cancel one through the engine.
+//!
+//! The binary parses and prints; everything that decides lives here, over [`TaskStore`] and
+//! [`Engine`], so the same code serves the embedded store and DynamoDB. What the commands
+//! promise:
+//!
+//! - **Listing** reads the store's index of unfinished tasks (finished ones are not indexed;
+//!   `show` reaches them). With a tenant it is one tenant-keyed listing in task-id order
+//!   (creation order); without, the store's own listing order over every tenant, each key
+//!   re-read with `get` (the listing may lag on DynamoDB). Pages carry an opaque cursor that
+//!   only the same kind of listing accepts.
+//! - **Show** returns the whole record as stored, results included, but never the task's
+//!   arguments unless asked: they are the client's data, and a support session should not
+//!   copy them into a ticket by default.
+//! - **Cancel** goes through the engine, so the status machine and the conditional writes hold
+//!   exactly as for `tasks/cancel`; a finished task is refused, never rewritten.
+//!
+//! Inputs come from a terminal or a script and are checked before the store is touched:
+//! tenants and task ids with control characters, limits outside `1..=`[`MAX_LIMIT`], statuses
+//! that are not listed, cursors that are not ours — each refused with a one-line reason that
+//! quotes the input escaped and shortened.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::clock::{iso8601, now_ms};
+use crate::engine::{Engine, TaskSettings};
+use crate::protocol::McpError;
+use crate::queue::{LocalQueue, WorkQueue};
+use crate::store::embedded::EmbeddedStore;
+use crate::store::{StoreError, TaskKey, TaskStore};
+use crate::task::{TaskRecord, TaskStatus, is_valid_task_id};
+
+/// Tasks listed per page unless told otherwise.
+pub const DEFAULT_LIMIT: usize = 50;
+/// Most tasks one page may list.
+pub const MAX_LIMIT: usize = 1000;
+/// Most records one listing call reads while looking for tasks of a status: past it the page
+/// ends early (with a cursor), so a rare status never turns one call into a full scan.
+pub const MAX_SCANNED: usize = 10 * MAX_LIMIT;
+/// Longest tenant accepted (the authenticator's bound on a tenant claim).
+pub const MAX_TENANT_LEN: usize = 256;
+/// The embedded store's file inside a data directory (as `mcp-tasks serve` names it).
+pub const STORE_FILE: &str = "tasks.redb";
+
+/// Why an operator command did not do what it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The input is not acceptable (a usage error): the reason, for the operator.
+    #[error("{0}")]
+    Invalid(String),
+    /// No such task of that tenant.
+    #[error("no task {task_id} of tenant {tenant}")]
+    NotFound {
+        /// The tenant asked for (escaped for display).
+        tenant: String,
+        /// The task id asked for.
+        task_id: String,
+    },
+    /// The task is past its `ttlMs`: clients read it as not found, and it is no longer changed.
+    #[error("task {task_id} has expired (past its ttl): it can no longer be cancelled")]
+    Expired {
+        /// The task id.
+        task_id: String,
+    },
+    /// The task has already finished; nothing was written.
+    #[error("task {task_id} is already {}: nothing to cancel", .status.as_str())]
+    Finished {
+        /// The task id.
+        task_id: String,
+        /// Its terminal status.
+        status: TaskStatus,
+    },
+    /// The store failed.
+    #[error("the task store failed: {0}")]
+    Store(#[from] StoreError),
+    /// The engine refused or failed for a reason the checks above do not cover.
+    #[error("the engine refused the cancel: {0}")]
+    Engine(#[source] McpError),
+}
+
+/// `s` for a message: control characters escaped, at most 64 characters.
+pub fn shown(s: &str) -> String {
+    let mut out: String = s.chars().take(64).flat_map(char::escape_debug).collect();
+    if s.chars().nth(64).is_some() {
+        out.push('…');
+    }
+    format!("\"{out}\"")
+}
+
+/// A tenant as an operator may name one: what the authenticator accepts from a token (1 to
+/// [`MAX_TENANT_LEN`] bytes, no control characters).
+pub fn check_tenant(tenant: &str) -> Result<(), AdminError> {
+    if tenant.is_empty() {
+        return Err(AdminError::Invalid("the tenant is empty".into()));
+    }
+    if tenant.len() > MAX_TENANT_LEN {
+        return Err(AdminError::Invalid(format!(
+            "the tenant {} is too long ({} bytes; at most {MAX_TENANT_LEN})",
+            shown(tenant),
+            tenant.len()
+        )));
+    }
+    if tenant.chars().any(char::is_control) {
+        return Err(AdminError::Invalid(format!(
+            "the tenant {} contains control characters",
+            shown(tenant)
+        )));
+    }
+    Ok(())
+}
+
+/// A task id as a client may send one (1 to 128 printable ASCII characters, no spaces).
+pub fn check_task_id(task_id: &str) -> Result<(), AdminError> {
+    if is_valid_task_id(task_id) {
+        return Ok(());
+    }
+    Err(AdminError::Invalid(format!(
+        "{} is not a task id (1 to 128 printable ASCII characters without spaces, like \
+         tsk_01J…)",
+        shown(task_id)
+    )))
+}
+
+/// A page size within `1..=`[`MAX_LIMIT`].
+pub fn check_limit(limit: usize) -> Result<(), AdminError> {
+    if (1..=MAX_LIMIT).contains(&limit) {
+        return Ok(());
+    }
+    Err(AdminError::Invalid(format!(
+        "the limit must be from 1 to {MAX_LIMIT} (got {limit})"
+    )))
+}
+
+/// The status filter of a listing: only the unfinished statuses are listed.
+pub fn parse_status(s: &str) -> Result<TaskStatus, AdminError> {
+    match s {
+        "working" => Ok(TaskStatus::Working),
+        "input_required" => Ok(TaskStatus::InputRequired),
+        "completed" | "failed" | "cancelled" => Err(AdminError::Invalid(format!(
+            "finished tasks ({s}) are not listed: the store indexes unfinished tasks only; \
+             read one with `tasks show ID --tenant T`"
+        ))),
+        other => Err(AdminError::Invalid(format!(
+            "unknown status {}: working or input_required",
+            shown(other)
+        ))),
+    }
+}
+
+/// Where a listing continues: the last task of a page, and which kind of listing it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Cursor {
+    /// A listing of one tenant (task-id order) or of every tenant (the store's key order).
+    one_tenant: bool,
+    key: TaskKey,
+}
+
+impl Cursor {
+    /// Opaque text: base64url of the kind, the tenant and the task id.
+    fn encode(&self) -> String {
+        let kind = if self.one_tenant { 't' } else { 'a' };
+        URL_SAFE_NO_PAD.encode(format!(
+            "{kind}{}\u{1f}{}",
+            self.key.tenant, self.key.task_id
+        ))
+    }
+
+    fn decode(text: &str) -> Result<Self, AdminError> {
+        let bad = || {
+            AdminError::Invalid(format!(
+                "{} is not a cursor of `tasks list` (pass the `next` value a listing printed)",
+                shown(text)
+            ))
+        };
+        if text.len() > 1024 {
+            return Err(bad());
+        }
+        let bytes = URL_SAFE_NO_PAD.decode(text).map_err(|_| bad())?;
+        let s = String::from_utf8(bytes).map_err(|_| bad())?;
+        let one_tenant = match s.chars().next() {
+            Some('t') => true,
+            Some('a') => false,
+            _ => return Err(bad()),
+        };
+        let (tenant, task_id) = s[1..].split_once('\u{1f}').ok_or_else(bad)?;
+        if check_tenant(tenant).is_err() || check_task_id(task_id).is_err() {
+            return Err(bad());
+        }
+        Ok(Cursor {
+            one_tenant,
+            key: TaskKey {
+                tenant: tenant.to_owned(),
+                task_id: task_id.to_owned(),
+            },
+        })
+    }
+}
+
+/// What to list.
+#[derive(Debug, Clone)]
+pub struct ListQuery {
+    /// One tenant's tasks (task-id order), or every tenant's (`None`; the store's order).
+    pub tenant: Option<String>,
+    /// Only tasks of this status (`working` or `input_required`).
+    pub status: Option<TaskStatus>,
+    /// Most tasks in the page, within `1..=`[`MAX_LIMIT`].
+    pub limit: usize,
+    /// The cursor a previous page returned ([`TaskPage::next`]).
+    pub after: Option<String>,
+}
+
+impl Default for ListQuery {
+    fn default() -> Self {
+        Self {
+            tenant: None,
+            status: None,
+            limit: DEFAULT_LIMIT,
+            after: None,
+        }
+    }
+}
+
+/// One listed task.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskSummary {
+    /// The task id.
+    pub task_id: String,
+    /// Its tenant.
+    pub tenant: String,
+    /// Its status.
+    pub status: TaskStatus,
+    /// The tool that runs its job.
+    pub tool: String,
+    /// Creation time, ISO 8601 UTC.
+    pub created_at: String,
+    /// Last change, ISO 8601 UTC.
+    pub last_updated_at: String,
+    /// Its status message, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_message: Option<String>,
+    /// Past its `ttlMs` (clients read it as not found; the purge removes it).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub expired: bool,
+}
+
+impl TaskSummary {
+    /// The summary of a record, with expiry judged at `now_ms`.
+    pub fn of(task: &TaskRecord, now_ms: u64) -> Self {
+        Self {
+            task_id: task.task_id.clone(),
+            tenant: task.tenant.clone(),
+            status: task.status,
+            tool: task.tool.clone(),
+            created_at: iso8601(task.created_at_ms),
+            last_updated_at: iso8601(task.last_updated_at_ms),
+            status_message: task.status_message.clone(),
+            expired: task.is_expired(now_ms),
+        }
+    }
+}
+
+/// One page of [`list`].
+#[derive(Debug, Clone, Default)]
+pub struct TaskPage {
+    /// The tasks, in the listing's order.
+    pub tasks: Vec<TaskSummary>,
+    /// The cursor of the next page, when more tasks may follow (a page that ends exactly at
+    /// the last task may still carry one; the next page is then empty). A page filtered by
+    /// status may hold fewer than the limit and still carry one, when it stopped after
+    /// reading [`MAX_SCANNED`] records.
+    pub next: Option<String>,
+}
+
+/// Lists unfinished tasks (see the module doc for the two orders).
+pub async fn list(store: &dyn TaskStore, query: &ListQuery) -> Result<TaskPage, AdminError> {
+    check_limit(query.limit)?;
+    if let Some(tenant) = &query.tenant {
+        check_tenant(tenant)?;
+    }
+    if let Some(status) = query.status {
+        parse_status(status.as_str())?;
+    }
+    let after = query.after.as_deref().map(Cursor::decode).transpose()?;
+    match (&query.tenant, &after) {
+        (Some(tenant), Some(c)) if !c.one_tenant || &c.key.tenant != tenant => {
+            return Err(AdminError::Invalid(
+                "this cursor belongs to another listing (another tenant, or one without \
+                 --tenant)"
+                    .into(),
+            ));
+        }
+        (None, Some(c)) if c.one_tenant => {
+            return Err(AdminError::Invalid(
+                "this cursor belongs to a listing of one tenant: give the same --tenant".into(),
+            ));
+        }
+        _ => {}
+    }
+    let wanted =
+        |t: &TaskRecord| !t.status.is_terminal() && query.status.is_none_or(|s| s == t.status);
+    let mut page = Pager::new(query.limit, query.tenant.is_some());
+    match &query.tenant {
+        Some(tenant) => {
+            let mut after = after.map(|c| c.key.task_id);
+            loop {
+                let records = store
+                    .list_tenant_active(tenant, after.as_deref(), query.limit)
+                    .await?;
+                let full = records.len() >= query.limit;
+                after = records.last().map(|t| t.task_id.clone()).or(after);
+                let keys: Vec<TaskKey> = records
+                    .iter()
+                    .map(|t| TaskKey {
+                        tenant: t.tenant.clone(),
+                        task_id: t.task_id.clone(),
+                    })
+                    .collect();
+                let records = records.into_iter().map(Some).collect();
+                if let Some(done) = page.take(records, &keys, full, &wanted) {
+                    return Ok(done);
+                }
+            }
+        }
+        None => {
+            let mut after = after.map(|c| c.key);
+            loop {
+                let keys = store.list_active(after.as_ref(), query.limit).await?;
+                let full = keys.len() >= query.limit;
+                after = keys.last().cloned().or(after);
+                // Re-read each key: the listing may lag the writes (DynamoDB's indexes).
+                let mut records = Vec::with_capacity(keys.len());
+                for k in &keys {
+                    records.push(store.get(&k.tenant, &k.task_id).await?);
+                }
+                if let Some(done) = page.take(records, &keys, full, &wanted) {
+                    return Ok(done);
+                }
+            }
+        }
+    }
+}
+
+/// Fills a page from successive store pages.
+struct Pager {
+    limit: usize,
+    one_tenant: bool,
+    now: u64,
+    scanned: usize,
+    out: Vec<TaskSummary>,
+}
+
+impl Pager {
+    fn new(limit: usize, one_tenant: bool) -> Self {
+        Self {
+            limit,
+            one_tenant,
+            now: now_ms(),
+            scanned: 0,
+            out: Vec::new(),
+        }
+    }
+
+    fn cursor(&self, key: TaskKey) -> String {
+        Cursor {
+            one_tenant: self.one_tenant,
+            key,
+        }
+        .encode()
+    }
+
+    /// One store page: `records[i]` is the record of `keys[i]`, `None` when it is gone.
+    /// Returns the finished page, or `None` to read the next store page.
+    fn take(
+        &mut self,
+        records: Vec<Option<TaskRecord>>,
+        keys: &[TaskKey],
+        full: bool,
+        wanted: &impl Fn(&TaskRecord) -> bool,
+    ) -> Option<TaskPage> {
+        let n = records.len();
+        for (i, record) in records.into_iter().enumerate() {
+            self.scanned += 1;
+            let Some(task) = record.filter(|t| wanted(t)) else {
+                continue;
+            };
+            self.out.push(TaskSummary::of(&task, self.now));
+            if self.out.len() >= self.limit {
+                let more = full || i + 1 < n;
+                let next = more.then(|| self.cursor(keys[i].clone()));
+                return Some(self.finish(next));
+            }
+        }
+        if !full {
+            return Some(self.finish(None));
+        }
+        if self.scanned >= MAX_SCANNED {
+            let next = keys.last().map(|k| self.cursor(k.clone()));
+            return Some(self.finish(next));
+        }
+        None
+    }
+
+    fn finish(&mut self, next: Option<String>) -> TaskPage {
+        TaskPage {
+            tasks: std::mem::take(&mut self.out),
+            next,
+        }
+    }
+}
+
+/// One task's whole record, for `tasks show`.
+#[derive(Debug, Clone)]
+pub struct TaskDetails {
+    /// The record as stored, without arguments an earlier build kept inside it.
+    pub record: TaskRecord,
+    /// The task's arguments, only when asked for (`None` otherwise, or when the store has
+    /// none).
+    pub arguments: Option<Value>,
+    /// Past its `ttlMs`.
+    pub expired: bool,
+}
+
+impl TaskDetails {
+    /// The summary line's fields.
+    pub fn summary(&self) -> TaskSummary {
+        let mut s = TaskSummary::of(&self.record, now_ms());
+        s.expired = self.expired;
+        s
+    }
+
+    /// The record as JSON (the stored field names), with its times also in ISO 8601
+    /// (`created_at`, `last_updated_at`, `expires_at`), `expired`, and `arguments` only when
+    /// they were asked for.
+    pub fn to_json(&self) -> Value {
+        let mut m = match serde_json::to_value(&self.record) {
+            Ok(Value::Object(m)) => m,
+            _ => Map::new(),
+        };
+        let r = &self.record;
+        m.insert("created_at".into(), json!(iso8601(r.created_at_ms)));
+        m.insert(
+            "last_updated_at".into(),
+            json!(iso8601(r.last_updated_at_ms)),
+        );
+        m.insert("expires_at".into(), json!(r.expires_at_ms().map(iso8601)));
+        m.insert("expired".into(), json!(self.expired));
+        match &self.arguments {
+            Some(a) => m.insert("arguments".into(), a.clone()),
+            None => m.remove("arguments"),
+        };
+        Value::Object(m)
+    }
+}
+
+/// Reads one task of one tenant, finished or not (expired ones too, marked).
+pub async fn show(
+    store: &dyn TaskStore,
+    tenant: &str,
+    task_id: &str,
+    with_arguments: bool,
+) -> Result<TaskDetails, AdminError> {
+    check_tenant(tenant)?;
+    check_task_id(task_id)?;
+    let mut record = read(store, tenant, task_id).await?;
+    let inline = record.inline_arguments.take();
+    let arguments = match with_arguments {
+        true => store.arguments(tenant, task_id).await?.or(inline),
+        false => None,
+    };
+    let expired = record.is_expired(now_ms());
+    Ok(TaskDetails {
+        record,
+        arguments,
+        expired,
+    })
+}
+
+async fn read(
+    store: &dyn TaskStore,
+    tenant: &str,
+    task_id: &str,
+) -> Result<TaskRecord, AdminError> {
+    store
+        .get(tenant, task_id)
+        .await?
+        .ok_or_else(|| AdminError::NotFound {
+            tenant: shown(tenant),
+            task_id: task_id.to_owned(),
+        })
+}
+
+/// How [`cancel`] cancels a task that a worker may be running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelMode {
+    /// Cancelled at once, even under a worker's lease ([`Engine::cancel_at_once`]): right
+    /// where no worker can be running, as on the embedded store that this process holds
+    /// locked (a lease found there is a dead server's).
+    AtOnce,
+    /// As `tasks/cancel` (2026-07-28, [`Engine::cancel`]): a task nobody runs is cancelled at
+    /// once; a running one gets the cancel flag and its worker stops it within about a
+    /// second, then writes `cancelled`. For shared stores (DynamoDB), where workers run.
+    Cooperative,
+}
+
+/// What [`cancel`] did.
+#[derive(Debug, Clone)]
+pub enum CancelOutcome {
+    /// The task is now `cancelled` (the record as read after the write).
+    Cancelled(TaskRecord),
+    /// A worker holds the task: it carries the cancel flag, and the worker writes `cancelled`
+    /// when it stops the job (about a second).
+    Requested(TaskRecord),
+}
+
+/// Cancels one task through the engine (the status machine and conditional writes of
+/// `tasks/cancel`); a finished or expired task is refused and left unchanged.
+pub async fn cancel(
+    engine: &Engine,
+    store: &dyn TaskStore,
+    tenant: &str,
+    task_id: &str,
+    mode: CancelMode,
+) -> Result<CancelOutcome, AdminError> {
+    check_tenant(tenant)?;
+    check_task_id(task_id)?;
+    let before = read(store, tenant, task_id).await?;
+    let finished = |t: &TaskRecord| AdminError::Finished {
+        task_id: task_id.to_owned(),
+        status: t.status,
+    };
+    if before.status.is_terminal() {
+        return Err(finished(&before));
+    }
+    if before.is_expired(now_ms()) {
+        return Err(AdminError::Expired {
+            task_id: task_id.to_owned(),
+        });
+    }
+    let outcome = match mode {
+        CancelMode::AtOnce => engine.cancel_at_once(tenant, task_id).await.map(|_| ()),
+        CancelMode::Cooperative => engine.cancel(tenant, task_id).await,
+    };
+    let after = read(store, tenant, task_id).await?;
+    match outcome {
+        Ok(()) if after.status == TaskStatus::Cancelled => Ok(CancelOutcome::Cancelled(after)),
+        // It ended otherwise in a race with this call; the cancel wrote nothing.
+        Ok(()) if after.status.is_terminal() => Err(finished(&after)),
+        Ok(()) => Ok(CancelOutcome::Requested(after)),
+        Err(_) if after.status.is_terminal() => Err(finished(&after)),
+        Err(e) => Err(AdminError::Engine(e)),
+    }
+}
+
+/// An engine for the operator commands. `cancel` sends no work, so without a queue the
+/// engine gets one whose worker is gone: a send would fail (and be logged), never be lost
+/// silently into a live worker of another process.
+pub fn engine(store: Arc<dyn TaskStore>, queue: Option<Arc<dyn WorkQueue>>) -> Engine {
+    let queue = queue.unwrap_or_else(|| Arc::new(LocalQueue::new().0));
+    Engine::new(store, queue, TaskSettings::default())
+}
+
+/// Why the embedded store of a data directory could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The directory does not exist (it is not created: a typo must not read as an empty
+    /// store).
+    #[error("there is no data directory {0} (give the --data-dir that `mcp-tasks serve` uses)")]
+    Missing(PathBuf),
+    /// The directory holds no store file.
+    #[error(
+        "{0} holds no task store (no {STORE_FILE}): is it the --data-dir of `mcp-tasks serve`?"
+    )]
+    NoStore(PathBuf),
+    /// Another process has the store open: redb locks its file for one process at a time.
+    #[error("the data directory {0} is in use by a running `mcp-tasks serve`; stop it first")]
+    InUse(PathBuf),
+    /// Anything else.
+    #[error("opening the task store in {dir} failed: {source}")]
+    Failed {
+        /// The data directory.
+        dir: PathBuf,
+        /// What failed.
+        #[source]
+        source: StoreError,
+    },
+}
+
+/// Opens the embedded store of an existing data directory, never creating anything.
+///
+/// redb holds an exclusive lock on its file for as long as a process has it open, so while
+/// `mcp-tasks serve` runs on `dir` this fails with [`OpenError::InUse`] (checked with a plain
+/// redb open first, whose error says so precisely; the store's own open reports only text).
+pub fn open_embedded(dir: &Path) -> Result<EmbeddedStore, OpenError> {
+    if !dir.is_dir() {
+        return Err(OpenError::Missing(dir.to_owned()));
+    }
+    let file = dir.join(STORE_FILE);
+    if !file.is_file() {
+        return Err(OpenError::NoStore(dir.to_owned()));
+    }
+    let failed = |e: &dyn std::fmt::Display| OpenError::Failed {
+        dir: dir.to_owned(),
+        source: StoreError::Backend(e.to_string()),
+    };
+    match redb::Database::open(&file) {
+        Ok(db) => drop(db),
+        Err(redb::DatabaseError::DatabaseAlreadyOpen) => return Err(OpenError::InUse(dir.into())),
+        Err(e) => return Err(failed(&e)),
+    }
+    EmbeddedStore::open(&file).map_err(|source| OpenError::Failed {
+        dir: dir.to_owned(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::memory::MemoryStore;
+    use crate::task::{Lease, new_task_id};
+
+    async fn seeded(store: &MemoryStore, tenant: &str, n: usize) -> Vec<String> {
+        let mut ids = Vec::new();
+        for _ in 0..n {
+            let t = TaskRecord::new(tenant, new_task_id(), "wait", None, 1000, json!({}));
+            store.create(&t, &json!({"secret": "s3"})).await.unwrap();
+            ids.push(t.task_id);
+        }
+        ids.sort();
+        ids
+    }
+
+    async fn all_pages(store: &MemoryStore, mut q: ListQuery) -> Vec<String> {
+        let mut seen = Vec::new();
+        loop {
+            let page = list(store, &q).await.unwrap();
+            assert!(page.tasks.len() <= q.limit);
+            seen.extend(page.tasks.into_iter().map(|t| t.task_id));
+            match page.next {
+                Some(n) => q.after = Some(n),
+                None => return seen,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn pages_cover_every_unfinished_task_once() {
+        let store = MemoryStore::new();
+        let a = seeded(&store, "a", 7).await;
+        let b = seeded(&store, "a#b", 3).await;
+        let q = ListQuery {
+            tenant: Some("a".into()),
+            limit: 3,
+            ..ListQuery::default()
+        };
+        assert_eq!(all_pages(&store, q).await, a);
+        let mut every = all_pages(
+            &store,
+            ListQuery {
+                limit: 4,
+                ..ListQuery::default()
+            },
+        )
+        .await;
+        every.sort();
+        let mut want = [a, b].concat();
+        want.sort();
+        assert_eq!(every, want);
+    }
+
+    #[tokio::test]
+    async fn a_status_filter_fills_pages_from_later_store_pages() {
+        let store = MemoryStore::new();
+        let ids = seeded(&store, "t", 6).await;
+        for id in [&ids[1], &ids[4]] {
+            let mut t = store.get("t", id).await.unwrap().unwrap();
+            t.require_input([("k".to_owned(), json!({}))].into())
+                .unwrap();
+            store.update(&t).await.unwrap();
+        }
+        let q = ListQuery {
+            tenant: Some("t".into()),
+            status: Some(TaskStatus::InputRequired),
+            limit: 2,
+            ..ListQuery::default()
+        };
+        let page = list(&store, &q).await.unwrap();
+        let got: Vec<&str> = page.tasks.iter().map(|t| t.task_id.as_str()).collect();
+        assert_eq!(got, [ids[1].as_str(), ids[4].as_str()]);
+    }
+
+    #[tokio::test]
+    async fn cursors_only_continue_their_own_listing() {
+        let store = MemoryStore::new();
+        seeded(&store, "a", 3).await;
+        let q = ListQuery {
+            tenant: Some("a".into()),
+            limit: 1,
+            ..ListQuery::default()
+        };
+        let next = list(&store, &q).await.unwrap().next.unwrap();
+        let other = ListQuery {
+            tenant: Some("b".into()),
+            after: Some(next.clone()),
+            ..q.clone()
+        };
+        assert!(matches!(
+            list(&store, &other).await,
+            Err(AdminError::Invalid(_))
+        ));
+        let all = ListQuery {
+            after: Some(next),
+            ..ListQuery::default()
+        };
+        assert!(matches!(
+            list(&store, &all).await,
+            Err(AdminError::Invalid(_))
+        ));
+        for junk in ["", "!!", "dGVzdA", &"A".repeat(5000)] {
+            let q = ListQuery {
+                after: Some(junk.into()),
+                ..ListQuery::default()
+            };
+            assert!(
+                matches!(list(&store, &q).await, Err(AdminError::Invalid(_))),
+                "{junk}"
+            );
+        }
+    }
+
+    #[test]
+    fn hostile_inputs_are_refused_with_the_input_escaped() {
+        let e = check_tenant("a\x1b[2Jb").unwrap_err().to_string();
+        assert!(e.contains("\\u{1b}") && !e.contains('\x1b'), "{e}");
+        assert!(check_tenant("").is_err());
+        assert!(check_tenant(&"x".repeat(MAX_TENANT_LEN + 1)).is_err());
+        assert!(check_tenant("alice@example.com").is_ok());
+        assert!(check_task_id("tsk_\n").is_err());
+        assert!(check_task_id(&"x".repeat(129)).is_err());
+        assert!(check_limit(0).is_err() && check_limit(MAX_LIMIT + 1).is_err());
+        assert!(parse_status("completed").is_err() && parse_status("WORKING").is_err());
+        let long = shown(&"y".repeat(1000));
+        assert!(long.chars().count() < 70, "{long}");
+    }
+
+    #[tokio::test]
+    async fn show_leaves_the_arguments_out_unless_asked() {
+        let store = MemoryStore::new();
+        let id = seeded(&store, "t", 1).await.remove(0);
+        let d = show(&store, "t", &id, false).await.unwrap();
+        assert!(!d.to_json().to_string().contains("s3"));
+        let d = show(&store, "t", &id, true).await.unwrap();
+        assert_eq!(d.to_json()["arguments"], json!({"secret": "s3"}));
+        assert!(matches!(
+            show(&store, "u", &id, false).await,
+            Err(AdminError::NotFound { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn cancel_goes_through_the_engine_and_refuses_finished_tasks() {
+        let store = Arc::new(MemoryStore::new());
+        let ids = seeded(&store, "t", 2).await;
+        let engine = engine(store.clone(), None);
+        // A dead server's lease: cancelled at once all the same.
+        let mut t = store.get("t", &ids[0]).await.unwrap().unwrap();
+        t.lease = Some(Lease {
+            owner: "gone".into(),
+            expires_at_ms: u64::MAX / 2,
+        });
+        store.update(&t).await.unwrap();
+        let done = cancel(&engine, &*store, "t", &ids[0], CancelMode::AtOnce)
+            .await
+            .unwrap();
+        assert!(matches!(done, CancelOutcome::Cancelled(t) if t.status == TaskStatus::Cancelled));
+        let again = cancel(&engine, &*store, "t", &ids[0], CancelMode::AtOnce).await;
+        assert!(
+            matches!(
+                again,
+                Err(AdminError::Finished {
+                    status: TaskStatus::Cancelled,
+                    ..
+                })
+            ),
+            "{again:?}"
+        );
+        // Cooperative, under a live lease: the flag, not yet the status.
+        let mut t = store.get("t", &ids[1]).await.unwrap().unwrap();
+        t.lease = Some(Lease {
+            owner: "alive".into(),
+            expires_at_ms: now_ms() + 60_000,
+        });
+        store.update(&t).await.unwrap();
+        let asked = cancel(&engine, &*store, "t", &ids[1], CancelMode::Cooperative)
+            .await
+            .unwrap();
+        assert!(
+            matches!(asked, CancelOutcome::Requested(t) if t.cancel_requested && t.status == TaskStatus::Working)
+        );
+    }
+}
