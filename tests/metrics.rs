@@ -1,7 +1,8 @@
 //! `GET /metrics` on the local server: after a scripted set of lifecycles the scrape shows
 //! exactly those counts (Prometheus text; the names and meanings are those of the EMF lines
 //! the Lambda functions write, see `shared/src/metrics.rs`), behind the same authentication
-//! as the endpoint, and never a tenant, an id, an argument or a result.
+//! as the endpoint, and never an id, an argument or a result — nor a tenant, unless the
+//! operator asks for the bounded tenant dimension (`--metrics-tenants`).
 
 mod support;
 
@@ -146,4 +147,52 @@ async fn the_scrape_is_behind_the_same_authentication_and_counts_refusals() {
         "{text}"
     );
     assert!(!text.contains("tenant-a"));
+}
+
+/// Tenants are named only when asked (`--metrics-tenants N`), and only the first N: past them
+/// every tenant counts as `other`. The `tool` metrics are unchanged beside them.
+#[tokio::test]
+async fn tenants_are_named_only_when_asked_and_only_so_many() {
+    let (s, _dir) = support::jwt::start(&["--metrics-tenants", "1"]);
+    let mut ids = Vec::new();
+    for tenant in ["tenant-a", "tenant-b", "tenant-c"] {
+        let c = s
+            .client()
+            .with_bearer(&support::jwt::token(tenant))
+            .with_tasks();
+        let r = c.tool("wait", json!({"seconds": 0})).await;
+        let id = r["taskId"].as_str().unwrap().to_owned();
+        assert_eq!(c.wait_terminal(&id, WITHIN).await["status"], "completed");
+        ids.push(id);
+    }
+    let (status, text) = scrape(&s.url, Some(&support::jwt::token("tenant-a"))).await;
+    assert_eq!(status, 200, "{text}");
+    let created = |t: &str| {
+        sample(
+            &text,
+            &format!("mcp_tasks_tenant_tasks_created_total{{tenant=\"{t}\"}}"),
+        )
+    };
+    let finished = |t: &str| {
+        sample(
+            &text,
+            &format!(
+                "mcp_tasks_tenant_tasks_finished_total{{tenant=\"{t}\",status=\"completed\"}}"
+            ),
+        )
+    };
+    assert_eq!((created("tenant-a"), created("other")), (1, 2), "{text}");
+    assert_eq!((finished("tenant-a"), finished("other")), (1, 2), "{text}");
+    assert!(
+        !text.contains("tenant-b") && !text.contains("tenant-c"),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "mcp_tasks_tasks_created_total{tool=\"wait\"}"),
+        3,
+        "{text}"
+    );
+    for id in &ids {
+        assert!(!text.contains(id.as_str()), "no task id in a metric");
+    }
 }

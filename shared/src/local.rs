@@ -62,6 +62,8 @@ pub struct LocalOptions {
     pub auth: Option<AuthSettings>,
     /// Bounds of the HTTP listener: header and body read timeouts, connection cap.
     pub edge: crate::edge::EdgeSettings,
+    /// How many tenants the opt-in `tenant_*` metrics name (0: none; see [`crate::metrics`]).
+    pub metrics_tenants: usize,
     /// Injected faults (tests only).
     #[cfg(feature = "fault-injection")]
     pub faults: crate::fault::Faults,
@@ -81,6 +83,7 @@ impl LocalOptions {
             tasks: TaskSettings::default(),
             worker: WorkerSettings::default(),
             max_concurrent_jobs: 10_000,
+            metrics_tenants: 0,
             sweep_every: Duration::from_secs(15),
             auth: None,
             edge: crate::edge::EdgeSettings::default(),
@@ -234,6 +237,7 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
         source,
     };
     private_data_dir(&opts.data_dir).map_err(dir_err)?;
+    crate::metrics::global().name_tenants(opts.metrics_tenants);
     let key = state_key(&opts.data_dir).map_err(dir_err)?;
     let db = opts.data_dir.join("tasks.redb");
     private_file(&db).map_err(dir_err)?;

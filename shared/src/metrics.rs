@@ -15,12 +15,22 @@
 //! | `quota_refusals` | counter | `limit` | `tools/call`s refused by a tenant quota |
 //! | `sync_calls` | counter | `tool` | tool calls answered synchronously |
 //! | `sync_call_ms` | timing | `tool` | their duration |
+//! | `tenant_tasks_created` | counter | `tenant` | tasks created, by tenant (opt-in, see below) |
+//! | `tenant_tasks_finished` | counter | `tenant`, `status` | tasks ended, by tenant (opt-in) |
 //!
 //! A timing is exported as a count and a sum: Prometheus `<name>_count` and `<name>_sum` (a
 //! summary without quantiles), EMF the metrics `<name>_count` (Count) and `<name>_sum`
-//! (Milliseconds); the mean is their ratio. Labels are bounded by construction: `tool` is a registered tool's name (any
-//! other name counts as `other`), the rest are fixed words. No metric carries a tenant, an id,
-//! an argument or a result.
+//! (Milliseconds); the mean is their ratio. Labels are bounded by construction: `tool` is a
+//! registered tool's name (any other name counts as `other`), the rest are fixed words. No
+//! metric carries an id, an argument or a result.
+//!
+//! **The tenant dimension is opt-in and bounded.** Off by default (`--metrics-tenants 0`,
+//! `METRICS_TENANTS=0`): no metric names a tenant. Set to N (at most [`MAX_TENANT_LABELS`]),
+//! the two `tenant_*` counters are kept beside the others (their own metrics, so dashboards
+//! over `tool` are unchanged): the first N tenants a process counts keep their name, every
+//! later one counts as `other`. The bound is per process (an invocation environment on
+//! Lambda): on CloudWatch each tenant named is a custom metric, so the fleet's total follows
+//! the tenants that use it; choose N with that in mind.
 //!
 //! One process-wide registry ([`global`]): the handler, engine and worker count into it; the
 //! hosts export it.
@@ -53,7 +63,14 @@ pub mod name {
     pub const SYNC_CALLS: &str = "sync_calls";
     /// Synchronous tool calls' duration, in milliseconds.
     pub const SYNC_CALL_MS: &str = "sync_call_ms";
+    /// Tasks created, by tenant (opt-in).
+    pub const TENANT_TASKS_CREATED: &str = "tenant_tasks_created";
+    /// Tasks that reached a terminal status, by tenant (opt-in).
+    pub const TENANT_TASKS_FINISHED: &str = "tenant_tasks_finished";
 }
+
+/// Most tenants one process names in the `tenant_*` metrics.
+pub const MAX_TENANT_LABELS: usize = 1000;
 
 /// The prefix of every Prometheus name, and the EMF namespace.
 pub const NAMESPACE: &str = "mcp_tasks";
@@ -77,6 +94,14 @@ struct Cell {
 #[derive(Debug, Default)]
 pub struct Metrics {
     cells: Mutex<BTreeMap<(&'static str, Labels), Cell>>,
+    tenants: Mutex<TenantLabels>,
+}
+
+/// The tenants this process names in the `tenant_*` metrics (see the module docs).
+#[derive(Debug, Default)]
+struct TenantLabels {
+    max: usize,
+    named: std::collections::BTreeSet<String>,
 }
 
 /// The process-wide registry.
@@ -109,6 +134,39 @@ impl Metrics {
         cell.count += count;
         cell.sum += sum;
         cell.timing |= timing;
+    }
+
+    /// Names up to `max` tenants in the `tenant_*` metrics from now on (0, the default: none,
+    /// and the `tenant_*` metrics are not kept). Capped at [`MAX_TENANT_LABELS`].
+    pub fn name_tenants(&self, max: usize) {
+        let mut t = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
+        t.max = max.min(MAX_TENANT_LABELS);
+    }
+
+    /// The label `tenant` counts under, or `None` when tenants are not counted: its own name
+    /// while fewer than the maximum are named (or it is one of them), else `other`. Names are
+    /// cut at 256 bytes (a tenant is at most that long where it comes from a token).
+    pub fn tenant_label(&self, tenant: &str) -> Option<String> {
+        let mut t = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
+        if t.max == 0 {
+            return None;
+        }
+        let mut name = tenant.to_owned();
+        if name.len() > 256 {
+            let mut cut = 256;
+            while !name.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            name.truncate(cut);
+        }
+        if t.named.contains(&name) {
+            return Some(name);
+        }
+        if t.named.len() < t.max {
+            t.named.insert(name.clone());
+            return Some(name);
+        }
+        Some("other".into())
     }
 
     /// Adds `n` to a counter.
@@ -294,5 +352,30 @@ mod tests {
         }
         assert_eq!(m.cells().len(), MAX_SERIES + 1);
         assert_eq!(m.get(name::STORE_CONFLICTS, &[("op", "other")]), 100);
+    }
+
+    #[test]
+    fn tenants_are_named_only_when_asked_and_only_so_many() {
+        let m = Metrics::default();
+        assert_eq!(m.tenant_label("acme"), None, "off by default");
+        m.name_tenants(2);
+        assert_eq!(m.tenant_label("acme").as_deref(), Some("acme"));
+        assert_eq!(m.tenant_label("globex").as_deref(), Some("globex"));
+        assert_eq!(
+            m.tenant_label("initech").as_deref(),
+            Some("other"),
+            "past the bound"
+        );
+        assert_eq!(
+            m.tenant_label("acme").as_deref(),
+            Some("acme"),
+            "a named one stays named"
+        );
+        let long = "é".repeat(200);
+        m.name_tenants(3);
+        let label = m.tenant_label(&long).unwrap();
+        assert!(label.len() <= 256 && long.starts_with(&label));
+        m.name_tenants(usize::MAX);
+        assert_eq!(m.tenants.lock().unwrap().max, MAX_TENANT_LABELS);
     }
 }

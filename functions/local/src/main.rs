@@ -64,6 +64,10 @@ struct ServeArgs {
     /// How long a task stays readable after creation (its ttlMs), in seconds.
     #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(60..=31_536_000))]
     task_ttl_seconds: u64,
+    /// Name up to this many tenants in the opt-in `tenant_tasks_created`/`_finished` metrics
+    /// (0: no metric names a tenant; later tenants count as `other`).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    metrics_tenants: u64,
     #[command(flatten)]
     auth: AuthArgs,
     #[command(flatten)]
@@ -230,6 +234,7 @@ async fn main() -> anyhow::Result<()> {
         data_dir,
         fixtures,
         task_ttl_seconds,
+        metrics_tenants,
         auth,
         edge,
         quotas,
@@ -253,6 +258,7 @@ async fn main() -> anyhow::Result<()> {
     opts.service.max_streams_per_tenant = edge.max_streams_per_tenant as usize;
     opts.tasks.quotas = quotas.quotas()?;
     opts.max_concurrent_jobs = quotas.max_concurrent_jobs as usize;
+    opts.metrics_tenants = metrics_tenants as usize;
     if !listen.ip().is_loopback() {
         // Off loopback, clients name the host they reached (a gateway or a public name);
         // tokens, not Host checks, protect the endpoint there.

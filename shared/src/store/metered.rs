@@ -26,7 +26,11 @@ impl<S: TaskStore> TaskStore for Metered<S> {
     async fn create(&self, task: &TaskRecord, arguments: &Value) -> Result<(), StoreError> {
         let r = self.0.create(task, arguments).await;
         if r.is_ok() {
-            metrics::global().count(name::TASKS_CREATED, &[("tool", &task.tool)], 1);
+            let m = metrics::global();
+            m.count(name::TASKS_CREATED, &[("tool", &task.tool)], 1);
+            if let Some(tenant) = m.tenant_label(&task.tenant) {
+                m.count(name::TENANT_TASKS_CREATED, &[("tenant", &tenant)], 1);
+            }
         }
         conflict("create", &r);
         r
@@ -40,11 +44,20 @@ impl<S: TaskStore> TaskStore for Metered<S> {
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
         let r = self.0.update(task).await;
         if r.is_ok() && task.status.is_terminal() {
-            metrics::global().count(
+            let m = metrics::global();
+            let status = task.status.as_str();
+            m.count(
                 name::TASKS_FINISHED,
-                &[("tool", &task.tool), ("status", task.status.as_str())],
+                &[("tool", &task.tool), ("status", status)],
                 1,
             );
+            if let Some(tenant) = m.tenant_label(&task.tenant) {
+                m.count(
+                    name::TENANT_TASKS_FINISHED,
+                    &[("tenant", &tenant), ("status", status)],
+                    1,
+                );
+            }
         }
         conflict("update", &r);
         r

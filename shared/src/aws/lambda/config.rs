@@ -48,6 +48,7 @@ pub enum ConfigError {
 /// | `RESPONSE_STREAMING`  | mcp                  | `true`: API Gateway streams its answers (false) |
 /// | `STREAM_SECONDS`      | mcp with streaming   | longest streamed answer (840; 30 to 890)       |
 /// | `MAX_STREAMS_PER_TENANT` | mcp               | a tenant's open streams, all instances (10)    |
+/// | `METRICS_TENANTS`     | all                  | tenants named in the `tenant_*` metrics (0: none; up to 1000) |
 #[derive(Clone)]
 pub struct Config {
     /// Which function this is.
@@ -78,6 +79,9 @@ pub struct Config {
     /// Most streams one tenant may have open at once across all instances
     /// (`MAX_STREAMS_PER_TENANT`, default 10).
     pub max_streams_per_tenant: usize,
+    /// How many tenants this process names in the opt-in `tenant_*` metrics
+    /// (`METRICS_TENANTS`, default 0: none; see [`crate::metrics`]).
+    pub metrics_tenants: usize,
 }
 
 impl std::fmt::Debug for Config {
@@ -94,6 +98,7 @@ impl std::fmt::Debug for Config {
             .field("task_ttl_ms", &self.tasks.ttl_ms)
             .field("auth", &self.auth.as_ref().map(|a| &a.issuer))
             .field("stream_budget", &self.stream_budget)
+            .field("metrics_tenants", &self.metrics_tenants)
             .finish()
     }
 }
@@ -237,8 +242,20 @@ impl Config {
                     reason: "must be a whole number from 1 to 10000",
                 })?,
         };
+        let metrics_tenants = match var("METRICS_TENANTS") {
+            None => 0,
+            Some(v) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n <= crate::metrics::MAX_TENANT_LABELS)
+                .ok_or(ConfigError::Invalid {
+                    name: "METRICS_TENANTS",
+                    reason: "must be a whole number from 0 to 1000",
+                })?,
+        };
         Ok(Self {
             max_streams_per_tenant,
+            metrics_tenants,
             role,
             table_name,
             queue_url,

@@ -91,7 +91,11 @@ pub struct Ports {
 impl Ports {
     /// DynamoDB and SQS from the SDK's standard configuration (region, credentials, and
     /// `AWS_ENDPOINT_URL*` for emulators), with the clients' [`super::Timeouts`].
+    ///
+    /// The process-wide settings of this cold start are applied here too, once per process:
+    /// how many tenants the metrics name (`METRICS_TENANTS`).
     pub async fn connect(config: &Config) -> Self {
+        crate::metrics::global().name_tenants(config.metrics_tenants);
         let sdk = super::sdk_config().await;
         let queue = SqsQueue::new(super::sqs_client(&sdk), config.queue_url.clone());
         let store =

@@ -66,6 +66,9 @@ fn malformed_variables_are_refused_without_echoing_them() {
         ("TASK_TTL_SECONDS", "59"),
         ("TASK_TTL_SECONDS", "31536001"),
         ("TASK_TTL_SECONDS", "1d"),
+        ("METRICS_TENANTS", "1001"),
+        ("METRICS_TENANTS", "-1"),
+        ("METRICS_TENANTS", "all"),
     ] {
         let mut vars = BASE.to_vec();
         vars.push((k, v));
