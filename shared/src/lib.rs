@@ -16,6 +16,8 @@
 //! - [`metrics`] — counters and timings, exported as Prometheus text and CloudWatch EMF;
 //! - [`quota`] — per-tenant quotas and fair sharing (the fair gate of the worker and CPU pools);
 //! - [`store`], [`queue`] — the ports, with local adapters (memory, embedded redb, in-process);
+//! - [`app`] — the composition root: the tool set, engine, service and worker every host
+//!   builds the same way;
 //! - [`local`] — the all-in-one embedded server behind `mcp-tasks serve`;
 //! - [`admin`] — the operator commands behind `mcp-tasks tasks …` (list, show, cancel) over
 //!   the ports, and opening a data directory's store without creating one;
@@ -28,6 +30,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod app;
 pub mod auth;
 #[cfg(feature = "aws")]
 pub mod aws;

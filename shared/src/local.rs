@@ -17,27 +17,18 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::auth::{AuthSettings, Authenticator};
+use crate::auth::AuthSettings;
 use crate::engine::{Engine, TaskSettings};
-use crate::handler::{McpService, ServiceConfig};
-use crate::protocol::state::StateSealer;
+use crate::handler::ServiceConfig;
 use crate::queue::{LocalQueue, WorkMessage, WorkQueue};
 use crate::quota::FairGate;
 use crate::store::TaskStore;
 use crate::store::embedded::EmbeddedStore;
 use crate::store::metered::Metered;
 use crate::store::watch::{ChangeFeed, Watched, Watchers};
-use crate::tools::{Registry, Tool};
 use crate::worker::{Outcome, Worker, WorkerSettings};
 
-/// Which tool set to serve.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolSet {
-    /// The built-in tools.
-    Builtin,
-    /// Exactly the conformance suite's fixtures.
-    Conformance,
-}
+pub use crate::app::ToolSet;
 
 /// Options of `mcp-tasks serve`.
 #[derive(Debug, Clone)]
@@ -264,25 +255,25 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
             queue
         }
     };
-    let tools: Vec<Arc<dyn Tool>> = match opts.tools {
-        ToolSet::Builtin => crate::tools::builtin::builtin_tools(),
-        ToolSet::Conformance => crate::tools::fixtures::conformance_tools(),
+    // One process owns every running place: the fair gate below, no shared slots.
+    let ports = crate::app::Ports {
+        store,
+        queue: queue.clone(),
+        run_slots: None,
     };
-    let registry = Arc::new(Registry::new(tools));
-    let engine = Engine::new(store.clone(), queue.clone(), opts.tasks.clone());
+    let registry = crate::app::registry(opts.tools);
+    let engine = crate::app::engine(&ports, &opts.tasks);
     #[allow(unused_mut)]
     let mut worker_settings = opts.worker.clone();
-    worker_settings.quotas = opts.tasks.quotas.clone();
-    worker_settings.poll_interval_floor = Duration::from_millis(opts.tasks.poll_interval_ms);
     #[cfg(feature = "fault-injection")]
     if let Some(n) = opts.faults.max_interruptions {
         worker_settings.max_interruptions = n;
         worker_settings.max_deaths = n;
     }
-    let worker = Arc::new(Worker::new(
-        store,
-        queue.clone(),
+    let worker = Arc::new(crate::app::worker(
+        &ports,
         registry.clone(),
+        &opts.tasks,
         worker_settings,
     ));
     let (shutdown, mut stop) = watch::channel(false);
@@ -297,19 +288,17 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
     let recovery = engine.clone();
     tokio::spawn(run_sweep(engine.clone(), opts.sweep_every, stop.clone()));
 
-    let mut service = McpService::new(
+    let service = crate::app::service(
         ServiceConfig {
             change_feed: ChangeFeed::Push(watchers),
             ..opts.service.clone()
         },
         engine,
         registry,
-        StateSealer::new(key),
+        key,
+        opts.auth.clone(),
+        &ports,
     );
-    if let Some(auth) = opts.auth.clone() {
-        service = service.with_auth(Authenticator::new(auth));
-    }
-    let service = Arc::new(service);
     let listener = TcpListener::bind(opts.listen)
         .await
         .map_err(|source| StartError::Listen {
@@ -439,7 +428,7 @@ mod tests {
         let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
         let (queue, rx) = LocalQueue::new();
         let queue: Arc<dyn WorkQueue> = Arc::new(queue);
-        let registry = Arc::new(Registry::new(crate::tools::builtin::builtin_tools()));
+        let registry = crate::app::registry(ToolSet::Builtin);
         let engine = Engine::new(store.clone(), queue.clone(), TaskSettings::default());
         let worker = Arc::new(Worker::new(
             store,

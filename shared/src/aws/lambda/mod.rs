@@ -22,16 +22,14 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::sqs::SqsQueue;
-use crate::auth::{AuthSettings, Authenticator, JwksSource};
+use crate::app::ToolSet;
+use crate::auth::{AuthSettings, JwksSource};
 use crate::engine::{Engine, TaskSettings};
 use crate::handler::{McpService, ServiceConfig};
-use crate::local::ToolSet;
-use crate::protocol::state::StateSealer;
 use crate::queue::{WorkMessage, WorkQueue};
 use crate::quota::Quotas;
+use crate::store::StoreError;
 use crate::store::metered::Metered;
-use crate::store::{StoreError, TaskStore};
-use crate::tools::{Registry, Tool};
 use crate::worker::{Outcome, Worker, WorkerError, WorkerSettings};
 
 mod config;
@@ -77,16 +75,9 @@ pub fn flush_metrics(function: &str) {
     let _ = out.flush();
 }
 
-/// The ports every function uses, built once at cold start (SDK clients included).
-#[derive(Clone)]
-pub struct Ports {
-    /// The task store.
-    pub store: Arc<dyn TaskStore>,
-    /// The work queue.
-    pub queue: Arc<dyn WorkQueue>,
-    /// The per-tenant running-jobs guard of the worker (in the task table on AWS).
-    pub run_slots: Option<Arc<dyn crate::quota::RunSlots>>,
-}
+/// The ports every function uses, built once at cold start (SDK clients included); on AWS
+/// the running places (a tenant's jobs and streams) are items of the task table.
+pub use crate::app::Ports;
 
 impl Ports {
     /// DynamoDB and SQS from the SDK's standard configuration (region, credentials, and
@@ -122,21 +113,8 @@ impl Ports {
     }
 }
 
-fn registry(tools: ToolSet) -> Arc<Registry> {
-    let tools: Vec<Arc<dyn Tool>> = match tools {
-        ToolSet::Builtin => crate::tools::builtin::builtin_tools(),
-        ToolSet::Conformance => crate::tools::fixtures::conformance_tools(),
-    };
-    Arc::new(Registry::new(tools))
-}
-
 /// The MCP service of the mcp or tasks function.
 pub fn service(config: &Config, ports: &Ports) -> Arc<McpService> {
-    let engine = Engine::new(
-        ports.store.clone(),
-        ports.queue.clone(),
-        config.tasks.clone(),
-    );
     let service = ServiceConfig {
         allowed_hosts: config.allowed_hosts.clone(),
         tasks_only: config.role == Role::Tasks,
@@ -152,20 +130,14 @@ pub fn service(config: &Config, ports: &Ports) -> Arc<McpService> {
         crate::clock::random_bytes(&mut k);
         k
     });
-    let mut service = McpService::new(
+    crate::app::service(
         service,
-        engine,
-        registry(config.tools),
-        StateSealer::new(key),
-    );
-    if let Some(auth) = config.auth.clone() {
-        service = service.with_auth(Authenticator::new(auth));
-    }
-    // Every instance must count a tenant's open streams alike: in the table.
-    if let Some(slots) = ports.run_slots.clone() {
-        service = service.with_stream_slots(slots);
-    }
-    Arc::new(service)
+        crate::app::engine(ports, &config.tasks),
+        crate::app::registry(config.tools),
+        key,
+        config.auth.clone(),
+        ports,
+    )
 }
 
 /// The HTTP router for `lambda_http::run` — the same one the local server serves.

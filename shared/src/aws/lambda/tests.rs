@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::queue::LocalQueue;
-use crate::store::TaskKey;
 use crate::store::memory::MemoryStore;
+use crate::store::{TaskKey, TaskStore};
 use crate::task::{Lease, TaskRecord, TaskStatus};
 
 const SQS_EVENT: &str = include_str!("../../../../events/sqs-work-message.json");

@@ -64,21 +64,10 @@ impl SqsWorker {
     }
 
     /// As [`SqsWorker::new`], with explicit worker timing (tests).
-    pub fn with_settings(config: &Config, ports: &Ports, mut settings: WorkerSettings) -> Self {
-        settings.quotas = config.tasks.quotas.clone();
-        settings.poll_interval_floor =
-            std::time::Duration::from_millis(config.tasks.poll_interval_ms);
-        let mut worker = Worker::new(
-            ports.store.clone(),
-            ports.queue.clone(),
-            registry(config.tools),
-            settings,
-        );
-        if let Some(slots) = &ports.run_slots {
-            worker = worker.with_run_slots(slots.clone());
-        }
+    pub fn with_settings(config: &Config, ports: &Ports, settings: WorkerSettings) -> Self {
+        let tools = crate::app::registry(config.tools);
         Self {
-            worker,
+            worker: crate::app::worker(ports, tools, &config.tasks, settings),
             queue: ports.queue.clone(),
             max_receives: config.max_receives,
         }

@@ -1,0 +1,90 @@
+//! The composition root: what every host builds the same way. The local server
+//! ([`crate::local`]) and the Lambda functions (`aws::lambda`) choose their adapters (store,
+//! queue, running places) and settings, then build the tool set, the engine, the MCP service
+//! and the worker here, so the wiring exists once and no library module imports a host.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::auth::{AuthSettings, Authenticator};
+use crate::engine::{Engine, TaskSettings};
+use crate::handler::{McpService, ServiceConfig};
+use crate::protocol::state::StateSealer;
+use crate::queue::WorkQueue;
+use crate::quota::RunSlots;
+use crate::store::TaskStore;
+use crate::tools::{Registry, Tool};
+use crate::worker::{Worker, WorkerSettings};
+
+/// Which tool set a deployment serves (the MCP endpoint and the worker must agree on it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolSet {
+    /// The built-in tools.
+    Builtin,
+    /// Exactly the conformance suite's fixtures.
+    Conformance,
+}
+
+/// The registry of a tool set.
+pub fn registry(tools: ToolSet) -> Arc<Registry> {
+    let tools: Vec<Arc<dyn Tool>> = match tools {
+        ToolSet::Builtin => crate::tools::builtin::builtin_tools(),
+        ToolSet::Conformance => crate::tools::fixtures::conformance_tools(),
+    };
+    Arc::new(Registry::new(tools))
+}
+
+/// The ports a host hands to the root.
+#[derive(Clone)]
+pub struct Ports {
+    /// The task store.
+    pub store: Arc<dyn TaskStore>,
+    /// The work queue.
+    pub queue: Arc<dyn WorkQueue>,
+    /// Places shared by every instance: a tenant's running jobs (the worker) and open streams
+    /// (the service). `None` where one process owns them all (the local server's fair gate).
+    pub run_slots: Option<Arc<dyn RunSlots>>,
+}
+
+/// The engine over `ports`.
+pub fn engine(ports: &Ports, tasks: &TaskSettings) -> Engine {
+    Engine::new(ports.store.clone(), ports.queue.clone(), tasks.clone())
+}
+
+/// The MCP service: `config` as the host sets it, requests authenticated with `auth` when
+/// given, `requestState` sealed with `state_key`, and a tenant's open streams counted in
+/// `ports.run_slots` when there is one (every instance must count alike).
+pub fn service(
+    config: ServiceConfig,
+    engine: Engine,
+    tools: Arc<Registry>,
+    state_key: [u8; 32],
+    auth: Option<AuthSettings>,
+    ports: &Ports,
+) -> Arc<McpService> {
+    let mut service = McpService::new(config, engine, tools, StateSealer::new(state_key));
+    if let Some(auth) = auth {
+        service = service.with_auth(Authenticator::new(auth));
+    }
+    if let Some(slots) = ports.run_slots.clone() {
+        service = service.with_stream_slots(slots);
+    }
+    Arc::new(service)
+}
+
+/// The worker: `settings` with the tasks' quotas and poll interval, a tenant's running jobs
+/// counted in `ports.run_slots` when there is one.
+pub fn worker(
+    ports: &Ports,
+    tools: Arc<Registry>,
+    tasks: &TaskSettings,
+    mut settings: WorkerSettings,
+) -> Worker {
+    settings.quotas = tasks.quotas.clone();
+    settings.poll_interval_floor = Duration::from_millis(tasks.poll_interval_ms);
+    let worker = Worker::new(ports.store.clone(), ports.queue.clone(), tools, settings);
+    match &ports.run_slots {
+        Some(slots) => worker.with_run_slots(slots.clone()),
+        None => worker,
+    }
+}
