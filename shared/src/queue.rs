@@ -126,7 +126,9 @@ impl WorkQueue for DuplicatingQueue {
 }
 
 /// The contract every [`WorkQueue`] adapter must pass, given the queue and a way to receive
-/// what it delivers (the local channel here; an SQS receive loop for the SQS adapter).
+/// what it delivers (the local channel here; an SQS receive loop for the SQS adapter). Only in
+/// this crate's tests and with feature `contracts`: no release build carries it.
+#[cfg(any(test, feature = "contracts"))]
 pub mod contract {
     use std::future::Future;
     use std::time::Duration;

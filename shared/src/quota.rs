@@ -386,7 +386,9 @@ impl RunSlots for MemoryRunSlots {
     }
 }
 
-/// The checks every [`RunSlots`] adapter passes.
+/// The checks every [`RunSlots`] adapter passes (in this crate's tests and with feature
+/// `contracts` only).
+#[cfg(any(test, feature = "contracts"))]
 pub mod run_slots_contract {
     use super::RunSlots;
 

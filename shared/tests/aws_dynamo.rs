@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! scripts/aws-emulator.sh start
-//! DYNAMODB_ENDPOINT=$(cat .tools/moto/endpoint) cargo test -p mcp-tasks-core --features aws --test aws_dynamo
+//! DYNAMODB_ENDPOINT=$(cat .tools/moto/endpoint) cargo test -p mcp-tasks-core --features aws,contracts --test aws_dynamo
 //! ```
 //!
 //! Credentials and region: the environment's when `AWS_ACCESS_KEY_ID` is set, otherwise dummy

@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! scripts/aws-emulator.sh start
-//! SQS_ENDPOINT=$(cat .tools/moto/endpoint) cargo test -p mcp-tasks-core --features aws --test aws_sqs
+//! SQS_ENDPOINT=$(cat .tools/moto/endpoint) cargo test -p mcp-tasks-core --features aws,contracts --test aws_sqs
 //! ```
 
 use std::collections::VecDeque;

@@ -16,6 +16,8 @@ use serde_json::Value;
 
 use crate::task::TaskRecord;
 
+/// The store contract (in this crate's tests and with feature `contracts` only).
+#[cfg(any(test, feature = "contracts"))]
 pub mod contract;
 pub mod embedded;
 pub mod memory;
