@@ -607,7 +607,7 @@ pub fn open_embedded(dir: &Path) -> Result<EmbeddedStore, OpenError> {
     }
     let failed = |e: &dyn std::fmt::Display| OpenError::Failed {
         dir: dir.to_owned(),
-        source: StoreError::Backend(e.to_string()),
+        source: StoreError::backend(e.to_string()),
     };
     match redb::Database::open(&file) {
         Ok(db) => drop(db),

@@ -796,7 +796,7 @@ mod tests {
         }
         async fn get(&self, tenant: &str, id: &str) -> Result<Option<TaskRecord>, StoreError> {
             if self.bad.contains(id) {
-                return Err(StoreError::Backend("unreadable".into()));
+                return Err(StoreError::backend("unreadable"));
             }
             self.inner.get(tenant, id).await
         }
@@ -815,7 +815,7 @@ mod tests {
         }
         async fn delete(&self, tenant: &str, id: &str) -> Result<(), StoreError> {
             if self.bad.contains(id) {
-                return Err(StoreError::Backend("refused".into()));
+                return Err(StoreError::backend("refused"));
             }
             self.inner.delete(tenant, id).await
         }

@@ -40,10 +40,36 @@ pub struct WorkMessage {
     pub kind: WorkKind,
 }
 
-/// Why a send failed.
+/// Why a queue call failed: what failed, and the backend's own error when there is one (for
+/// logs only).
 #[derive(Debug, thiserror::Error)]
-#[error("work queue unavailable: {0}")]
-pub struct QueueError(pub String);
+#[error("work queue unavailable: {message}")]
+pub struct QueueError {
+    message: String,
+    #[source]
+    source: Option<crate::store::BoxError>,
+}
+
+impl QueueError {
+    /// A failure described by `message` alone.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A failure: `message`, caused by `source`.
+    pub fn from_source(
+        message: impl Into<String>,
+        source: impl Into<crate::store::BoxError>,
+    ) -> Self {
+        Self {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+}
 
 /// Sends work messages.
 ///
@@ -83,10 +109,10 @@ impl WorkQueue for LocalQueue {
             return self
                 .tx
                 .send(msg)
-                .map_err(|_| QueueError("local worker stopped".into()));
+                .map_err(|_| QueueError::new("local worker stopped"));
         }
         if self.tx.is_closed() {
-            return Err(QueueError("local worker stopped".into()));
+            return Err(QueueError::new("local worker stopped"));
         }
         let tx = self.tx.clone();
         tokio::spawn(async move {

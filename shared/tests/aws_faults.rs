@@ -266,8 +266,8 @@ struct Down;
 #[async_trait]
 impl WorkQueue for Down {
     async fn enqueue(&self, _msg: WorkMessage, _delay: Duration) -> Result<(), QueueError> {
-        Err(QueueError(
-            "injected: the process died before the send".into(),
+        Err(QueueError::new(
+            "injected: the process died before the send",
         ))
     }
 }

@@ -63,10 +63,10 @@ impl SqsQueue {
             .queue_name(name)
             .send()
             .await
-            .map_err(|e| QueueError(DisplayErrorContext(e).to_string()))?;
+            .map_err(|e| QueueError::from_source(DisplayErrorContext(&e).to_string(), e))?;
         out.queue_url()
             .map(str::to_owned)
-            .ok_or_else(|| QueueError("CreateQueue returned no queue URL".into()))
+            .ok_or_else(|| QueueError::new("CreateQueue returned no queue URL"))
     }
 
     /// Creates (or finds) the queue `name` as template.yaml deploys it: a dead-letter queue
@@ -80,7 +80,7 @@ impl SqsQueue {
         max_receives: u32,
     ) -> Result<(String, String), QueueError> {
         use aws_sdk_sqs::types::QueueAttributeName as A;
-        let fail = |what: &str, e: String| QueueError(format!("{what}: {e}"));
+        let fail = |what: &str, e: String| QueueError::new(format!("{what}: {e}"));
         let dlq = client
             .create_queue()
             .queue_name(format!("{name}-dlq"))
@@ -94,7 +94,7 @@ impl SqsQueue {
                 )
             })?
             .queue_url
-            .ok_or_else(|| QueueError("CreateQueue returned no queue URL".into()))?;
+            .ok_or_else(|| QueueError::new("CreateQueue returned no queue URL"))?;
         let arn = client
             .get_queue_attributes()
             .queue_url(&dlq)
@@ -104,7 +104,7 @@ impl SqsQueue {
             .map_err(|e| fail("GetQueueAttributes", DisplayErrorContext(e).to_string()))?
             .attributes
             .and_then(|mut a| a.remove(&A::QueueArn))
-            .ok_or_else(|| QueueError("the dead-letter queue has no QueueArn".into()))?;
+            .ok_or_else(|| QueueError::new("the dead-letter queue has no QueueArn"))?;
         let redrive =
             serde_json::json!({"deadLetterTargetArn": arn, "maxReceiveCount": max_receives});
         let url = client
@@ -116,7 +116,7 @@ impl SqsQueue {
             .await
             .map_err(|e| fail("CreateQueue", DisplayErrorContext(e).to_string()))?
             .queue_url
-            .ok_or_else(|| QueueError("CreateQueue returned no queue URL".into()))?;
+            .ok_or_else(|| QueueError::new("CreateQueue returned no queue URL"))?;
         Ok((url, dlq))
     }
 }
@@ -132,7 +132,8 @@ pub fn delay_seconds(delay: Duration) -> i32 {
 #[async_trait]
 impl WorkQueue for SqsQueue {
     async fn enqueue(&self, msg: WorkMessage, delay: Duration) -> Result<(), QueueError> {
-        let body = serde_json::to_string(&msg).map_err(|e| QueueError(e.to_string()))?;
+        let body =
+            serde_json::to_string(&msg).map_err(|e| QueueError::from_source(e.to_string(), e))?;
         if delay > MAX_DELAY {
             tracing::debug!(task_id = %msg.task_id, ?delay, "delay capped at SQS's 900 s");
         }
@@ -153,12 +154,12 @@ impl WorkQueue for SqsQueue {
                     .data_type("String")
                     .string_value(header)
                     .build()
-                    .map_err(|e| QueueError(e.to_string()))?,
+                    .map_err(|e| QueueError::from_source(e.to_string(), e))?,
             );
         }
         send.send()
             .await
-            .map_err(|e| QueueError(DisplayErrorContext(e).to_string()))?;
+            .map_err(|e| QueueError::from_source(DisplayErrorContext(&e).to_string(), e))?;
         Ok(())
     }
 
@@ -171,7 +172,7 @@ impl WorkQueue for SqsQueue {
             .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
             .send()
             .await
-            .map_err(|e| QueueError(DisplayErrorContext(e).to_string()))?;
+            .map_err(|e| QueueError::from_source(DisplayErrorContext(&e).to_string(), e))?;
         Ok(out
             .attributes()
             .and_then(|a| a.get(&QueueAttributeName::ApproximateNumberOfMessages))

@@ -189,8 +189,9 @@ struct Pending {
     reply: oneshot::Sender<Result<u64, StoreError>>,
 }
 
-fn backend(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(e.to_string())
+/// A failure of the database, its source kept.
+fn backend(e: impl Into<super::BoxError>) -> StoreError {
+    StoreError::backend_from("the embedded store failed", e)
 }
 
 impl EmbeddedStore {
@@ -234,10 +235,11 @@ impl EmbeddedStore {
         self.inner
             .writes
             .as_ref()
-            .ok_or_else(|| backend("store closed"))?
+            .ok_or_else(|| StoreError::backend("store closed"))?
             .send(Pending { op, reply })
-            .map_err(|_| backend("store writer stopped"))?;
-        rx.await.map_err(|_| backend("store writer stopped"))?
+            .map_err(|_| StoreError::backend("store writer stopped"))?;
+        rx.await
+            .map_err(|_| StoreError::backend("store writer stopped"))?
     }
 
     /// One record: from the cache, or read and (when that is safe) cached; see [`ReadCache`].
@@ -301,7 +303,7 @@ fn run_writer(db: &Database, cache: &ReadCache, mut rx: mpsc::UnboundedReceiver<
             Err(e) => {
                 tracing::error!(error = %e, writes = batch.len(), "task store commit failed");
                 for p in batch {
-                    let _ = p.reply.send(Err(backend(&e)));
+                    let _ = p.reply.send(Err(backend(e.to_string())));
                 }
             }
         }
@@ -783,4 +785,16 @@ mod tests {
             assert_eq!(got.status, TaskStatus::Completed);
         }
     }
+
+    #[test]
+    fn a_database_failure_keeps_its_source() {
+        let dir = tempfile::tempdir().unwrap();
+        // A directory where the database file should be: redb cannot open it.
+        let Err(e) = EmbeddedStore::open(dir.path()) else {
+            panic!("a directory is not a database");
+        };
+        assert!(matches!(e, StoreError::Backend { source: Some(_), .. }), "{e:?}");
+        assert!(std::error::Error::source(&e).is_some());
+    }
+
 }

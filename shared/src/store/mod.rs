@@ -34,9 +34,37 @@ pub enum StoreError {
     /// The record would exceed what the store can hold in one item.
     #[error("task record too large ({0} bytes)")]
     TooLarge(usize),
-    /// The backend failed; the detail is for logs only.
-    #[error("store backend error: {0}")]
-    Backend(String),
+    /// The backend failed: `message` says what, `source` (when there is one) is the backend's
+    /// own error; both are for logs only, never for a client.
+    #[error("store backend error: {message}")]
+    Backend {
+        /// What failed.
+        message: String,
+        /// The backend's error.
+        #[source]
+        source: Option<BoxError>,
+    },
+}
+
+/// A backend's own error, kept as the source of a [`StoreError`] or a queue error.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+impl StoreError {
+    /// A backend failure described by `message` alone.
+    pub fn backend(message: impl Into<String>) -> Self {
+        StoreError::Backend {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A backend failure: `message`, caused by `source`.
+    pub fn backend_from(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        StoreError::Backend {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
 }
 
 /// A task's key, as listed for recovery and sweeps.
@@ -267,7 +295,8 @@ pub trait TaskStore: Send + Sync + 'static {
 
 /// Serializes a record, enforcing [`MAX_RECORD_BYTES`].
 pub(crate) fn encode(task: &TaskRecord) -> Result<Vec<u8>, StoreError> {
-    let bytes = serde_json::to_vec(task).map_err(|e| StoreError::Backend(e.to_string()))?;
+    let bytes =
+        serde_json::to_vec(task).map_err(|e| StoreError::backend_from("encoding a record", e))?;
     if bytes.len() > MAX_RECORD_BYTES {
         return Err(StoreError::TooLarge(bytes.len()));
     }
@@ -276,7 +305,8 @@ pub(crate) fn encode(task: &TaskRecord) -> Result<Vec<u8>, StoreError> {
 
 /// Serializes a task's arguments, enforcing [`MAX_RECORD_BYTES`].
 pub(crate) fn encode_arguments(arguments: &Value) -> Result<Vec<u8>, StoreError> {
-    let bytes = serde_json::to_vec(arguments).map_err(|e| StoreError::Backend(e.to_string()))?;
+    let bytes = serde_json::to_vec(arguments)
+        .map_err(|e| StoreError::backend_from("encoding arguments", e))?;
     if bytes.len() > MAX_RECORD_BYTES {
         return Err(StoreError::TooLarge(bytes.len()));
     }
@@ -285,7 +315,7 @@ pub(crate) fn encode_arguments(arguments: &Value) -> Result<Vec<u8>, StoreError>
 
 /// Deserializes a record.
 pub(crate) fn decode(bytes: &[u8]) -> Result<TaskRecord, StoreError> {
-    serde_json::from_slice(bytes).map_err(|e| StoreError::Backend(e.to_string()))
+    serde_json::from_slice(bytes).map_err(|e| StoreError::backend_from("decoding a record", e))
 }
 
 /// The one composite key every local adapter uses: the tenant is part of it, so a lookup can

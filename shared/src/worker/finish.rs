@@ -131,8 +131,8 @@ impl Worker {
             Some(out) => out,
             None => {
                 tracing::warn!(task_id = %task.task_id, "worker.handover_timed_out");
-                Err(WorkerError::Store(StoreError::Backend(
-                    "the hand-over did not finish before the invocation's deadline".into(),
+                Err(WorkerError::Store(StoreError::backend(
+                    "the hand-over did not finish before the invocation's deadline",
                 )))
             }
         }

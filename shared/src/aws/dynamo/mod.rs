@@ -333,8 +333,8 @@ impl DynamoStore {
             }
             if request.is_some() {
                 tracing::warn!(table = %self.table, "dynamodb.batch_get_unprocessed");
-                return Err(StoreError::Backend(
-                    "dynamodb batch_get left keys unprocessed".into(),
+                return Err(StoreError::backend(
+                    "dynamodb batch_get left keys unprocessed",
                 ));
             }
         }
@@ -666,13 +666,13 @@ fn is_condition_failed<E: ProvideErrorMetadata, R>(e: &SdkError<E, R>) -> bool {
 /// Logs the detail (never an item) and returns a fixed message.
 fn backend<E>(op: &'static str, table: &str, e: E) -> StoreError
 where
-    E: std::error::Error + 'static,
+    E: std::error::Error + Send + Sync + 'static,
 {
     tracing::warn!(op, table, error = %DisplayErrorContext(&e), "dynamodb.error");
-    StoreError::Backend(format!("dynamodb {op} failed"))
+    StoreError::backend_from(format!("dynamodb {op} failed"), e)
 }
 
 fn codec(what: &'static str, e: impl std::fmt::Display) -> StoreError {
     tracing::warn!(what, error = %e, "dynamodb.codec_error");
-    StoreError::Backend(format!("dynamodb item {what} failed"))
+    StoreError::backend(format!("dynamodb item {what} failed"))
 }

@@ -226,7 +226,5 @@ async fn wait_until_active(client: &Client, name: &str) -> Result<(), StoreError
         pause = (pause * 2).min(Duration::from_secs(5));
     }
     tracing::warn!(table = name, "dynamodb.table_not_active");
-    Err(StoreError::Backend(
-        "dynamodb table did not become active".into(),
-    ))
+    Err(StoreError::backend("dynamodb table did not become active"))
 }

@@ -91,7 +91,7 @@ impl DynamoStore {
                     let read = self.get(&task.tenant, &task.task_id);
                     let read = match until {
                         Some(u) => tokio::time::timeout_at(u, read).await.unwrap_or_else(|_| {
-                            Err(StoreError::Backend("dynamodb read-back timed out".into()))
+                            Err(StoreError::backend("dynamodb read-back timed out"))
                         }),
                         None => read.await,
                     };

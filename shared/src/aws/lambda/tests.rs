@@ -99,14 +99,14 @@ fn optional_variables_have_gateway_friendly_defaults() {
 #[test]
 fn the_retry_policy_never_polls_forever_and_never_kills_a_live_run() {
     let busy = Ok(Outcome::Busy(Duration::from_secs(3)));
-    let err: Result<Outcome, WorkerError> = Err(StoreError::Backend("down".into()).into());
+    let err: Result<Outcome, WorkerError> = Err(StoreError::backend("down").into());
     assert_eq!(decide(&busy, false), Action::Retry);
     assert_eq!(decide(&busy, true), Action::Done);
     assert_eq!(decide(&err, false), Action::Retry);
     assert_eq!(decide(&err, true), Action::GiveUp);
     // A saved, handed-over job whose continuation could not be sent is never failed.
     let lost_continuation: Result<Outcome, WorkerError> =
-        Err(crate::queue::QueueError("down".into()).into());
+        Err(crate::queue::QueueError::new("down").into());
     assert_eq!(decide(&lost_continuation, true), Action::Retry);
     assert_eq!(
         decide(&Ok(Outcome::Deferred(Duration::from_secs(5))), true),
@@ -146,7 +146,7 @@ impl TaskStore for Flaky {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
         {
-            return Err(StoreError::Backend("throttled".into()));
+            return Err(StoreError::backend("throttled"));
         }
         self.inner.get(tenant, id).await
     }
@@ -159,7 +159,7 @@ impl TaskStore for Flaky {
         limit: usize,
     ) -> Result<Vec<TaskKey>, StoreError> {
         if self.fail_listing.load(Ordering::SeqCst) {
-            return Err(StoreError::Backend("index unavailable".into()));
+            return Err(StoreError::backend("index unavailable"));
         }
         self.inner.list_active(after, limit).await
     }
