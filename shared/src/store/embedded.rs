@@ -793,8 +793,16 @@ mod tests {
         let Err(e) = EmbeddedStore::open(dir.path()) else {
             panic!("a directory is not a database");
         };
-        assert!(matches!(e, StoreError::Backend { source: Some(_), .. }), "{e:?}");
+        assert!(
+            matches!(
+                e,
+                StoreError::Backend {
+                    source: Some(_),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
         assert!(std::error::Error::source(&e).is_some());
     }
-
 }

@@ -47,7 +47,9 @@ mod tests;
 pub struct WorkerSettings {
     /// How long a lease lasts without renewal.
     pub lease: Duration,
-    /// How often the task is re-read for cancellation and the lease renewed.
+    /// How often the task is re-read for cancellation and the lease renewed. A checkpoint
+    /// write (conditional, so it sees a cancel request too) stands in for a check: after one
+    /// the next check is one and a half intervals away.
     pub check_every: Duration,
     /// Minimum gap between checkpoint writes.
     pub checkpoint_every: Duration,
@@ -78,7 +80,8 @@ impl Default for WorkerSettings {
     fn default() -> Self {
         Self {
             lease: Duration::from_secs(30),
-            check_every: Duration::from_millis(500),
+            // Cancel is seen within about a second, the promise; no more often.
+            check_every: Duration::from_secs(1),
             checkpoint_every: Duration::from_secs(1),
             deadline_margin: Duration::from_secs(5),
             max_interruptions: 5,

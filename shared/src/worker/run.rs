@@ -117,6 +117,13 @@ impl Worker {
                         }
                         #[cfg(feature = "fault-injection")]
                         crate::fault::checkpoint_written(&task.task_id);
+                        // The write was conditional on the version this run holds: it found
+                        // no cancel request and the lease still ours, as a check would have.
+                        // The next check waits half an interval more than the next
+                        // checkpoint, so a job whose steps are short is written, never read
+                        // (a cancel is seen at the next write); one stuck in a long step is
+                        // still checked within one and a half intervals.
+                        next_check = Instant::now() + self.settings.check_every * 3 / 2;
                     }
                     if Instant::now() >= next_check {
                         next_check = Instant::now() + self.settings.check_every;

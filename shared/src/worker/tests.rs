@@ -819,3 +819,100 @@ async fn a_duplicate_during_a_cancel_never_writes_cancelled_under_a_live_run() {
     );
     assert_eq!(after.lease.unwrap().owner, "the-other-run");
 }
+
+/// A memory store that counts reads of task records.
+struct CountingReads {
+    inner: MemoryStore,
+    gets: AtomicUsize,
+}
+
+#[async_trait]
+impl TaskStore for CountingReads {
+    async fn create(&self, task: &TaskRecord, args: &Value) -> Result<(), StoreError> {
+        self.inner.create(task, args).await
+    }
+    async fn get(&self, tenant: &str, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.gets.fetch_add(1, Ordering::SeqCst);
+        self.inner.get(tenant, id).await
+    }
+    async fn arguments(&self, tenant: &str, id: &str) -> Result<Option<Value>, StoreError> {
+        self.inner.arguments(tenant, id).await
+    }
+    async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
+        self.inner.update(task).await
+    }
+    async fn list_active(
+        &self,
+        after: Option<&crate::store::TaskKey>,
+        limit: usize,
+    ) -> Result<Vec<crate::store::TaskKey>, StoreError> {
+        self.inner.list_active(after, limit).await
+    }
+    async fn list_expired(
+        &self,
+        now: u64,
+        limit: usize,
+    ) -> Result<Vec<crate::store::TaskKey>, StoreError> {
+        self.inner.list_expired(now, limit).await
+    }
+    async fn delete(&self, tenant: &str, id: &str) -> Result<(), StoreError> {
+        self.inner.delete(tenant, id).await
+    }
+}
+
+/// Reads of the record while a one-second job runs with checkpoints every `checkpoint_ms`
+/// and checks every 100 ms.
+async fn reads_of_a_running_job(checkpoint_ms: u64) -> usize {
+    let store = Arc::new(CountingReads {
+        inner: MemoryStore::new(),
+        gets: AtomicUsize::new(0),
+    });
+    let (queue, mut rx) = LocalQueue::new();
+    let queue = Arc::new(queue);
+    let def = ToolDef {
+        name: "count",
+        description: "test tool",
+        input_schema: json!({"type": "object"}),
+        policy: Policy::Optional,
+    };
+    let tools = Arc::new(Registry::new(vec![Arc::new(Counter {
+        def,
+        finished: Arc::new(AtomicUsize::new(0)),
+    }) as Arc<dyn Tool>]));
+    let engine = Engine::new(store.clone(), queue.clone(), TaskSettings::default());
+    let settings = WorkerSettings {
+        check_every: Duration::from_millis(100),
+        checkpoint_every: Duration::from_millis(checkpoint_ms),
+        ..WorkerSettings::default()
+    };
+    let worker = Worker::new(store.clone(), queue, tools, settings);
+    engine
+        .create_task(
+            "t",
+            "count",
+            json!({"n": 20, "ms": 50}),
+            Value::Null,
+            json!({}),
+        )
+        .await
+        .unwrap();
+    let msg = rx.recv().await.unwrap();
+    let before = store.gets.load(Ordering::SeqCst);
+    let out = worker.handle(&msg, None).await.unwrap();
+    assert_eq!(out, Outcome::Finished(TaskStatus::Completed));
+    store.gets.load(Ordering::SeqCst) - before
+}
+
+#[tokio::test]
+async fn a_job_that_checkpoints_is_written_not_read_and_one_that_does_not_is_checked() {
+    // Each checkpoint write is conditional on the run's version: it sees a cancel request
+    // or a lost lease as a read would, so it stands in for the check.
+    let checkpointing = reads_of_a_running_job(100).await;
+    assert!(checkpointing <= 3, "{checkpointing} reads");
+    // Without checkpoints the checks read the record every interval.
+    let silent = reads_of_a_running_job(60_000).await;
+    assert!(
+        silent >= 6,
+        "{silent} reads: a check every 100 ms for about a second"
+    );
+}
