@@ -56,42 +56,16 @@ impl McpService {
                 crate::protocol::truncate(name, 64)
             )));
         };
-        let arguments = match req.params.get("arguments") {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(a)) => a.clone(),
-            Some(_) => {
-                return Err(McpError::invalid_params(
-                    "params.arguments must be an object",
-                ));
-            }
-        };
+        let arguments = params::arguments(&req.params)?;
         check_params(headers, self.tools.mirrored_params(name), &arguments)?;
         let arguments = Value::Object(arguments);
         self.tools
             .validate(name, &arguments)
             .map_err(McpError::invalid_params)?;
-        let responses = match req.params.get("inputResponses") {
+        let responses = params::input_responses(&req.params)?.cloned();
+        let state = match params::request_state(&req.params)? {
             None => None,
-            Some(Value::Object(r)) if r.len() <= MAX_INPUT_RESPONSES => Some(r.clone()),
-            Some(Value::Object(_)) => {
-                return Err(McpError::invalid_params(format!(
-                    "At most {MAX_INPUT_RESPONSES} input responses per request"
-                )));
-            }
-            Some(_) => {
-                return Err(McpError::invalid_params(
-                    "params.inputResponses must be an object",
-                ));
-            }
-        };
-        let state = match req.params.get("requestState") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(self.open_state(s, tenant, name, &arguments)?),
-            Some(_) => {
-                return Err(McpError::invalid_params(
-                    "params.requestState must be a string",
-                ));
-            }
+            Some(s) => Some(self.open_state(s, tenant, name, &arguments)?),
         };
         // Answers: those carried in the state, plus new ones for keys that are outstanding.
         // Without a state, every answer is offered to the job, which reads only the keys it

@@ -38,6 +38,7 @@ use serde_json::{Map, Value, json};
 use super::{CallOutcome, McpService, Reply};
 use crate::jobs::{JobContext, ProgressSink};
 use crate::protocol::envelope::{self, Request};
+use crate::protocol::params;
 use crate::protocol::{McpError, failure, meta, success};
 use crate::task::{TaskRecord, TaskStatus};
 use crate::tools::{Policy, Preflight};
@@ -107,10 +108,7 @@ fn task_support(policy: Policy) -> &'static str {
 }
 
 fn task_id_param(req: &Request) -> Result<String, McpError> {
-    match req.params.get("taskId") {
-        Some(Value::String(t)) => Ok(t.clone()),
-        _ => Err(McpError::invalid_params("params.taskId must be a string")),
-    }
+    params::task_id(&req.params).map(str::to_owned)
 }
 
 /// A 2026 result map made legacy: no `resultType` (the `_meta` is kept).
@@ -236,25 +234,14 @@ impl McpService {
         tenant: &str,
         sse_ok: bool,
     ) -> Result<Answer, McpError> {
-        let name = match req.params.get("name") {
-            Some(Value::String(n)) => n.clone(),
-            _ => return Err(McpError::invalid_params("params.name must be a string")),
-        };
+        let name = params::tool_name(&req.params)?.to_owned();
         let Some(tool) = self.tools.get(&name).cloned() else {
             return Err(McpError::invalid_params(format!(
                 "Unknown tool: {}",
                 crate::protocol::truncate(&name, 64)
             )));
         };
-        let arguments = match req.params.get("arguments") {
-            None | Some(Value::Null) => Value::Object(Map::new()),
-            Some(a @ Value::Object(_)) => a.clone(),
-            Some(_) => {
-                return Err(McpError::invalid_params(
-                    "params.arguments must be an object",
-                ));
-            }
-        };
+        let arguments = Value::Object(params::arguments(&req.params)?);
         self.tools
             .validate(&name, &arguments)
             .map_err(McpError::invalid_params)?;

@@ -24,6 +24,7 @@ use crate::jobs::{JobContext, JobError, ProgressSink, Step};
 use crate::metrics::{self, name as metric};
 use crate::protocol::envelope::{self, Incoming, Request};
 use crate::protocol::headers::{check_params, expect_header};
+use crate::protocol::params;
 use crate::protocol::state::{RoundState, StateSealer, args_digest};
 use crate::protocol::{
     McpError, RequestMeta, SUPPORTED_VERSIONS, TASKS_EXTENSION, failure, result_meta, success,
@@ -43,8 +44,7 @@ pub use listen::{LISTEN_POLL, MAX_SUBSCRIBED_TASKS, StreamSlots};
 /// How long a `requestState` stays valid (a human may take a while to answer).
 pub const MAX_STATE_AGE_MS: u64 = 24 * 3600 * 1000;
 
-/// Most input responses accepted in one request.
-pub const MAX_INPUT_RESPONSES: usize = 64;
+pub use crate::protocol::params::MAX_INPUT_RESPONSES;
 
 /// How long a streamed answer (a synchronous tool call, a `subscriptions/listen`) may last by
 /// default: 14 minutes, a minute under API Gateway's 15-minute stream and Lambda's 15-minute
@@ -564,10 +564,7 @@ impl McpService {
                 ok(self.tools_list.clone())
             }
             "tools/call" => {
-                let name = match req.params.get("name") {
-                    Some(Value::String(n)) => n.clone(),
-                    _ => return Err(McpError::invalid_params("params.name must be a string")),
-                };
+                let name = params::tool_name(&req.params)?.to_owned();
                 expect_header(headers, "mcp-name", &name, true)?;
                 self.call_tool(req, headers, &tenant, &name, meta, sse_ok)
                     .await
@@ -581,10 +578,7 @@ impl McpService {
                         "{method} requires the {TASKS_EXTENSION} extension to be declared on the request"
                     )));
                 }
-                let task_id = match req.params.get("taskId") {
-                    Some(Value::String(t)) => t.clone(),
-                    _ => return Err(McpError::invalid_params("params.taskId must be a string")),
-                };
+                let task_id = params::task_id(&req.params)?.to_owned();
                 expect_header(headers, "mcp-name", &task_id, false)?;
                 match method {
                     "tasks/get" => {
@@ -604,19 +598,7 @@ impl McpService {
                         })
                     }
                     "tasks/update" => {
-                        let responses = match req.params.get("inputResponses") {
-                            Some(Value::Object(r)) => r,
-                            _ => {
-                                return Err(McpError::invalid_params(
-                                    "params.inputResponses must be an object",
-                                ));
-                            }
-                        };
-                        if responses.len() > MAX_INPUT_RESPONSES {
-                            return Err(McpError::invalid_params(format!(
-                                "At most {MAX_INPUT_RESPONSES} input responses per request"
-                            )));
-                        }
+                        let responses = params::required_input_responses(&req.params)?;
                         self.engine.update(&tenant, &task_id, responses).await?;
                         ok(finish(Map::new(), "complete", &self.meta))
                     }

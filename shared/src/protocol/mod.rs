@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 
 pub mod envelope;
 pub mod headers;
+pub mod params;
 pub mod state;
 
 /// The protocol revision this server speaks.
