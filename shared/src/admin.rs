@@ -31,7 +31,6 @@ use serde_json::{Map, Value, json};
 
 use crate::clock::{iso8601, now_ms};
 use crate::engine::{Engine, TaskSettings};
-use crate::protocol::McpError;
 use crate::queue::{LocalQueue, WorkQueue};
 use crate::store::embedded::EmbeddedStore;
 use crate::store::{StoreError, TaskKey, TaskStore};
@@ -82,7 +81,7 @@ pub enum AdminError {
     Store(#[from] StoreError),
     /// The engine refused or failed for a reason the checks above do not cover.
     #[error("the engine refused the cancel: {0}")]
-    Engine(#[source] McpError),
+    Engine(#[source] crate::engine::EngineError),
 }
 
 /// `s` for a message: control characters escaped, at most 64 characters.

@@ -10,7 +10,6 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::clock::now_ms;
-use crate::protocol::McpError;
 use crate::queue::{WorkKind, WorkMessage, WorkQueue};
 use crate::quota::{Limit, QuotaExceeded, Quotas, RateLimiter};
 use crate::store::{
@@ -46,17 +45,35 @@ impl Default for TaskSettings {
     }
 }
 
+/// Why the engine did not do what a request asked. The engine decides what went wrong; the
+/// endpoint turns it into the wire's error once (`impl From<EngineError> for McpError` in
+/// [`crate::handler`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    /// No such task for this tenant: unknown, expired and foreign tasks alike.
+    #[error("task not found")]
+    NotFound,
+    /// The request cannot be honoured as sent (too large, answers that do not fit, a task that
+    /// has already ended): the message is for the client.
+    #[error("{0}")]
+    Invalid(String),
+    /// The store failed or a race never settled (logged where it happened): nothing for the
+    /// client but to try again.
+    #[error("internal error")]
+    Internal,
+}
+
 /// Why a task was not created.
 #[derive(Debug)]
 pub enum CreateError {
     /// Over a quota: answered as a tool error the model reads.
     Quota(QuotaExceeded),
     /// Anything else, as a JSON-RPC error.
-    Failed(McpError),
+    Failed(EngineError),
 }
 
-impl From<McpError> for CreateError {
-    fn from(e: McpError) -> Self {
+impl From<EngineError> for CreateError {
+    fn from(e: EngineError) -> Self {
         CreateError::Failed(e)
     }
 }
@@ -80,9 +97,9 @@ pub struct Engine {
 }
 
 /// Logs a store failure and returns the fixed client-facing error.
-fn internal(context: &str, e: StoreError) -> McpError {
+fn internal(context: &str, e: StoreError) -> EngineError {
     tracing::error!(error = %e, "{context}");
-    McpError::internal()
+    EngineError::Internal
 }
 
 impl Engine {
@@ -167,7 +184,7 @@ impl Engine {
         arguments: Value,
         checkpoint: Value,
         client_capabilities: Value,
-    ) -> Result<TaskRecord, McpError> {
+    ) -> Result<TaskRecord, EngineError> {
         let mut task = TaskRecord::new(
             tenant,
             new_task_id(),
@@ -181,14 +198,14 @@ impl Engine {
         // does not depend on how the store lays it out.
         let len = record_len(&task).saturating_add(arguments_len(&arguments));
         if len > MAX_CLIENT_RECORD_BYTES {
-            return Err(McpError::invalid_params(format!(
+            return Err(EngineError::Invalid(format!(
                 "Arguments too large to run as a task ({len} bytes with the task; at most {MAX_CLIENT_RECORD_BYTES})"
             )));
         }
         match self.store.create(&task, &arguments).await {
             Ok(()) => {}
             Err(StoreError::TooLarge(n)) => {
-                return Err(McpError::invalid_params(format!(
+                return Err(EngineError::Invalid(format!(
                     "Arguments too large to run as a task ({n} bytes)"
                 )));
             }
@@ -211,13 +228,13 @@ impl Engine {
     }
 
     /// Reads a task of `tenant`. Unknown, expired and foreign tasks give the same error.
-    pub async fn get(&self, tenant: &str, task_id: &str) -> Result<TaskRecord, McpError> {
+    pub async fn get(&self, tenant: &str, task_id: &str) -> Result<TaskRecord, EngineError> {
         if !is_valid_task_id(task_id) {
-            return Err(McpError::task_not_found());
+            return Err(EngineError::NotFound);
         }
         match self.store.get(tenant, task_id).await {
             Ok(Some(t)) if !t.is_expired(now_ms()) => Ok(t),
-            Ok(_) => Err(McpError::task_not_found()),
+            Ok(_) => Err(EngineError::NotFound),
             Err(e) => Err(internal("reading a task failed", e)),
         }
     }
@@ -229,17 +246,17 @@ impl Engine {
         tenant: &str,
         task_id: &str,
         responses: &Map<String, Value>,
-    ) -> Result<(), McpError> {
+    ) -> Result<(), EngineError> {
         for _ in 0..MAX_RACES {
             let mut task = self.get(tenant, task_id).await?;
             task.check_answers(responses)
-                .map_err(McpError::invalid_params)?;
+                .map_err(EngineError::Invalid)?;
             if !task.answer(responses) {
                 return Ok(());
             }
             if record_len(&task) > MAX_CLIENT_RECORD_BYTES {
-                return Err(McpError::invalid_params(
-                    "Input responses too large to store",
+                return Err(EngineError::Invalid(
+                    "Input responses too large to store".into(),
                 ));
             }
             match self.store.update(&task).await {
@@ -251,21 +268,21 @@ impl Engine {
                 }
                 Err(StoreError::Conflict) => continue,
                 Err(StoreError::TooLarge(_)) => {
-                    return Err(McpError::invalid_params(
-                        "Input responses too large to store",
+                    return Err(EngineError::Invalid(
+                        "Input responses too large to store".into(),
                     ));
                 }
                 Err(e) => return Err(internal("updating a task failed", e)),
             }
         }
-        Err(McpError::internal())
+        Err(EngineError::Internal)
     }
 
     /// `tasks/cancel` (2026-07-28): a task nobody is running (queued, handed over, waiting for
     /// input) is cancelled at once; a running one gets the cancel flag and its worker stops
     /// within about a second, then writes `cancelled` — so `cancelled` means the job stopped.
     /// Terminal tasks are acked unchanged.
-    pub async fn cancel(&self, tenant: &str, task_id: &str) -> Result<(), McpError> {
+    pub async fn cancel(&self, tenant: &str, task_id: &str) -> Result<(), EngineError> {
         self.cancel_task(tenant, task_id, false).await.map(|_| ())
     }
 
@@ -278,12 +295,12 @@ impl Engine {
         &self,
         tenant: &str,
         task_id: &str,
-    ) -> Result<TaskRecord, McpError> {
+    ) -> Result<TaskRecord, EngineError> {
         match self.cancel_task(tenant, task_id, true).await? {
             Some(task) => Ok(task),
             None => {
                 let task = self.get(tenant, task_id).await?;
-                Err(McpError::invalid_params(format!(
+                Err(EngineError::Invalid(format!(
                     "Task is already {}: it cannot be cancelled",
                     task.status.as_str()
                 )))
@@ -297,7 +314,7 @@ impl Engine {
         tenant: &str,
         task_id: &str,
         at_once: bool,
-    ) -> Result<Option<TaskRecord>, McpError> {
+    ) -> Result<Option<TaskRecord>, EngineError> {
         for _ in 0..MAX_RACES {
             let mut task = self.get(tenant, task_id).await?;
             if task.status.is_terminal() {
@@ -330,7 +347,7 @@ impl Engine {
                 Err(e) => return Err(internal("cancelling a task failed", e)),
             }
         }
-        Err(McpError::internal())
+        Err(EngineError::Internal)
     }
 
     /// Every active task's key, page by page (recovery and the sweep see all of them, however
@@ -361,7 +378,7 @@ impl Engine {
         tenant: &str,
         after: Option<&str>,
         limit: usize,
-    ) -> Result<ActivePage, McpError> {
+    ) -> Result<ActivePage, EngineError> {
         let mut tasks = self
             .store
             .list_tenant_active(tenant, after, limit)
@@ -887,13 +904,11 @@ mod tests {
             store.get("t", &task.task_id).await.unwrap(),
             Some(cancelled)
         );
-        // Ended meanwhile (here: before): -32602 naming the status, nothing written.
+        // Ended meanwhile (here: before): refused naming the status, nothing written.
         let err = engine.cancel_at_once("t", &task.task_id).await.unwrap_err();
-        assert_eq!(err.error.code, -32602);
         assert!(
-            err.error.message.contains("cancelled"),
-            "{}",
-            err.error.message
+            matches!(&err, EngineError::Invalid(m) if m.contains("cancelled")),
+            "{err:?}"
         );
     }
 

@@ -967,7 +967,9 @@ async fn a_record_is_trusted_only_at_its_own_key() {
         engine.cancel_at_once("tenant-b", &id).await.map(|_| ()),
     ] {
         let e = res.expect_err("tenant B reaches no task");
-        assert_eq!(e.error.code, -32602, "{:?}", e.error);
+        assert_eq!(e, mcp_tasks_core::engine::EngineError::NotFound);
+        let wire = mcp_tasks_core::protocol::McpError::from(e);
+        assert_eq!(wire.error.code, -32602, "{:?}", wire.error);
     }
     assert!(
         store
@@ -1064,7 +1066,13 @@ async fn the_sweep_and_the_purge_go_on_past_items_they_cannot_decode() {
 
     for t in [&unknown_status, &missing_field] {
         let e = engine.get("t", &t.task_id).await.expect_err("unreadable");
-        assert_eq!(e.error.code, -32602, "answered as unknown: {:?}", e.error);
+        assert_eq!(
+            e,
+            mcp_tasks_core::engine::EngineError::NotFound,
+            "answered as unknown"
+        );
+        let wire = mcp_tasks_core::protocol::McpError::from(e);
+        assert_eq!(wire.error.code, -32602, "{:?}", wire.error);
     }
 
     let purged = engine.purge().await.expect("the purge goes on");

@@ -121,7 +121,7 @@ impl McpService {
                             CallOutcome::Result(finish(task.to_create_result(), "task", &self.meta))
                         }
                         Err(CreateError::Quota(q)) => self.quota_refusal(&q),
-                        Err(CreateError::Failed(e)) => return Err(e),
+                        Err(CreateError::Failed(e)) => return Err(e.into()),
                     }
                 }
                 Ok(Preflight::NeedInput(reqs)) => {

@@ -299,7 +299,7 @@ impl McpService {
                 {
                     Ok(task) => task,
                     Err(crate::engine::CreateError::Quota(q)) => return self.legacy_quota(&q),
-                    Err(crate::engine::CreateError::Failed(e)) => return Err(e),
+                    Err(crate::engine::CreateError::Failed(e)) => return Err(e.into()),
                 };
                 let mut m = Map::new();
                 m.insert("task".into(), Value::Object(legacy_task(&task)));

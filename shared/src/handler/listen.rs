@@ -21,7 +21,8 @@ use tokio::sync::{Notify, mpsc};
 
 use super::{McpService, Reply, ReplyBody, finish};
 use crate::protocol::envelope::Request;
-use crate::protocol::{INTERNAL_ERROR, McpError, RequestMeta, TASKS_EXTENSION, success};
+use crate::engine::EngineError;
+use crate::protocol::{McpError, RequestMeta, TASKS_EXTENSION, success};
 use crate::quota::RunSlots;
 use crate::store::watch::ChangeFeed;
 use crate::task::{TaskRecord, TaskStatus};
@@ -211,7 +212,7 @@ impl McpService {
             for id in ids {
                 match self.engine.get(tenant, id).await {
                     Ok(_) => agreed.push(id.clone()),
-                    Err(e) if e.error.code == INTERNAL_ERROR => return Err(e),
+                    Err(e @ EngineError::Internal) => return Err(e.into()),
                     // Unknown, expired, or another tenant's: not agreed, and nothing said.
                     Err(_) => {}
                 }
@@ -326,7 +327,7 @@ impl Subscription {
                     }
                 }
                 // A store hiccup: look again at the next wake.
-                Err(e) if e.error.code == INTERNAL_ERROR => {}
+                Err(EngineError::Internal) => {}
                 // Expired (or purged): nothing more will happen to it.
                 Err(_) => {
                     self.pending.remove(i);

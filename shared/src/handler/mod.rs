@@ -46,6 +46,18 @@ pub const MAX_STATE_AGE_MS: u64 = 24 * 3600 * 1000;
 
 pub use crate::protocol::params::MAX_INPUT_RESPONSES;
 
+/// The engine's refusals on the wire: the one place they become JSON-RPC errors.
+impl From<crate::engine::EngineError> for McpError {
+    fn from(e: crate::engine::EngineError) -> Self {
+        use crate::engine::EngineError;
+        match e {
+            EngineError::NotFound => McpError::task_not_found(),
+            EngineError::Invalid(message) => McpError::invalid_params(message),
+            EngineError::Internal => McpError::internal(),
+        }
+    }
+}
+
 /// How long a streamed answer (a synchronous tool call, a `subscriptions/listen`) may last by
 /// default: 14 minutes, a minute under API Gateway's 15-minute stream and Lambda's 15-minute
 /// timeout, so that the answer (or `-32021`) still goes out.
