@@ -1,0 +1,324 @@
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method};
+
+use super::*;
+use crate::engine::{Engine, TaskSettings};
+use crate::handler::{HttpRequest, ServiceConfig};
+use crate::protocol::PROTOCOL_VERSION;
+use crate::protocol::state::StateSealer;
+use crate::queue::LocalQueue;
+use crate::store::TaskStore;
+use crate::store::memory::MemoryStore;
+use crate::store::watch::{Watched, Watchers};
+use crate::tools::Registry;
+use crate::tools::builtin::builtin_tools;
+
+struct Rig {
+    service: Arc<McpService>,
+    engine: Engine,
+    store: Arc<dyn TaskStore>,
+}
+
+/// A service whose store pushes changes (as the local server's), streams answers up to
+/// `stream`, and lets each tenant open `max_streams` streams; nobody runs queued jobs.
+fn rig(stream: Option<Duration>, max_streams: usize) -> Rig {
+    let (queue, rx) = LocalQueue::new();
+    std::mem::forget(rx);
+    let watchers = Arc::new(Watchers::default());
+    let store: Arc<dyn TaskStore> = Arc::new(Watched::new(MemoryStore::new(), watchers.clone()));
+    let engine = Engine::new(store.clone(), Arc::new(queue), TaskSettings::default());
+    let config = ServiceConfig {
+        stream_budget: stream,
+        change_feed: ChangeFeed::Push(watchers),
+        max_streams_per_tenant: max_streams,
+        ..ServiceConfig::default()
+    };
+    let service = Arc::new(McpService::new(
+        config,
+        engine.clone(),
+        Arc::new(Registry::new(builtin_tools())),
+        StateSealer::random(),
+    ));
+    Rig {
+        service,
+        engine,
+        store,
+    }
+}
+
+fn request(method: &str, name: Option<&str>, params: Value, tasks: bool) -> HttpRequest {
+    let caps = match tasks {
+        true => json!({"extensions": {TASKS_EXTENSION: {}}}),
+        false => json!({}),
+    };
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": caps,
+    });
+    let body = json!({"jsonrpc": "2.0", "id": "sub-1", "method": method, "params": params});
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", HeaderValue::from_static("application/json"));
+    headers.insert(
+        "accept",
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    headers.insert(
+        "mcp-protocol-version",
+        HeaderValue::from_static(PROTOCOL_VERSION),
+    );
+    headers.insert("mcp-method", HeaderValue::from_str(method).unwrap());
+    if let Some(n) = name {
+        headers.insert("mcp-name", HeaderValue::from_str(n).unwrap());
+    }
+    HttpRequest {
+        method: Method::POST,
+        path: "/mcp".into(),
+        headers,
+        body: Bytes::from(serde_json::to_vec(&body).unwrap()),
+    }
+}
+
+fn listen(ids: Value) -> HttpRequest {
+    request(
+        "subscriptions/listen",
+        None,
+        json!({"notifications": {"taskIds": ids, "toolsListChanged": true}}),
+        true,
+    )
+}
+
+fn wait_call(seconds: f64, token: bool) -> HttpRequest {
+    let mut params = json!({"name": "wait", "arguments": {"seconds": seconds}});
+    let mut req = request("tools/call", Some("wait"), params.take(), false);
+    if token {
+        let mut body: Value = serde_json::from_slice(&req.body).unwrap();
+        body["params"]["_meta"]["progressToken"] = json!("p");
+        req.body = Bytes::from(serde_json::to_vec(&body).unwrap());
+    }
+    req
+}
+
+async fn task(r: &Rig, tenant: &str) -> String {
+    r.engine
+        .create_task(
+            tenant,
+            "wait",
+            json!({"seconds": 1}),
+            Value::Null,
+            json!({}),
+        )
+        .await
+        .unwrap()
+        .task_id
+}
+
+async fn next(rx: &mut mpsc::Receiver<Value>) -> Option<Value> {
+    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .expect("a message within 5 s")
+}
+
+fn stream(reply: Reply) -> mpsc::Receiver<Value> {
+    assert_eq!(reply.status, 200);
+    match reply.body {
+        ReplyBody::Sse(rx) => rx,
+        other => panic!("expected an SSE answer, got {other:?}"),
+    }
+}
+
+fn json_of(reply: Reply) -> (u16, Value) {
+    match reply.body {
+        ReplyBody::Json(v) => (reply.status, v),
+        other => panic!("expected a JSON answer, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn changes_are_pushed_then_the_stream_closes_once_the_task_is_terminal() {
+    let r = rig(Some(Duration::from_secs(60)), 10);
+    let id = task(&r, "local").await;
+    let mut rx = stream(r.service.handle(listen(json!([id]))).await);
+    let ack = next(&mut rx).await.unwrap();
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(ack["params"]["_meta"][SUBSCRIPTION_ID], "sub-1");
+    // Only what is supported is agreed: no list-changed notifications here.
+    assert_eq!(ack["params"]["notifications"], json!({"taskIds": [id]}));
+    let now = next(&mut rx).await.unwrap();
+    assert_eq!(now["method"], "notifications/tasks");
+    assert_eq!(now["params"]["status"], "working");
+    assert_eq!(now["params"]["taskId"], id.as_str());
+    assert!(now["params"].get("resultType").is_none(), "{now}");
+    assert_eq!(now["params"]["_meta"][SUBSCRIPTION_ID], "sub-1");
+
+    // Input required: pushed with the requests.
+    let mut t = r.store.get("local", &id).await.unwrap().unwrap();
+    let mut asks = BTreeMap::new();
+    asks.insert(
+        "ok".to_owned(),
+        json!({"method": "elicitation/create", "params": {}}),
+    );
+    t.require_input(asks).unwrap();
+    r.store.update(&t).await.unwrap();
+    let asked = next(&mut rx).await.unwrap();
+    assert_eq!(asked["params"]["status"], "input_required", "{asked}");
+    assert!(
+        asked["params"]["inputRequests"]["ok"].is_object(),
+        "{asked}"
+    );
+
+    // Terminal: the full task, then the listen result, then the end of the stream.
+    r.engine.cancel("local", &id).await.unwrap();
+    let last = next(&mut rx).await.unwrap();
+    assert_eq!(last["params"]["status"], "cancelled", "{last}");
+    let end = next(&mut rx).await.unwrap();
+    assert_eq!(end["id"], "sub-1");
+    assert_eq!(end["result"]["resultType"], "complete");
+    assert_eq!(end["result"]["_meta"][SUBSCRIPTION_ID], "sub-1");
+    assert!(next(&mut rx).await.is_none(), "the stream ends");
+}
+
+#[tokio::test]
+async fn another_tenants_task_is_not_agreed_and_nothing_is_sent_of_it() {
+    let r = rig(Some(Duration::from_secs(60)), 10);
+    let theirs = task(&r, "globex").await;
+    let mut rx = stream(
+        r.service
+            .handle(listen(json!([theirs, "tsk_unknown"])))
+            .await,
+    );
+    let ack = next(&mut rx).await.unwrap();
+    assert_eq!(ack["params"]["notifications"], json!({"taskIds": []}));
+    r.engine.cancel("globex", &theirs).await.unwrap();
+    let end = next(&mut rx).await.unwrap();
+    assert_eq!(end["result"]["resultType"], "complete", "{end}");
+    assert!(next(&mut rx).await.is_none());
+}
+
+#[tokio::test]
+async fn a_buffered_host_acknowledges_nothing_and_closes() {
+    let r = rig(None, 10);
+    let id = task(&r, "local").await;
+    let mut rx = stream(r.service.handle(listen(json!([id]))).await);
+    let ack = next(&mut rx).await.unwrap();
+    assert_eq!(ack["params"]["notifications"], json!({"taskIds": []}));
+    assert!(next(&mut rx).await.unwrap().get("result").is_some());
+    assert!(next(&mut rx).await.is_none());
+}
+
+#[tokio::test]
+async fn the_stream_closes_gracefully_at_its_budget() {
+    let r = rig(Some(Duration::from_millis(300)), 10);
+    let id = task(&r, "local").await;
+    let mut rx = stream(r.service.handle(listen(json!([id]))).await);
+    next(&mut rx).await.unwrap();
+    assert_eq!(
+        next(&mut rx).await.unwrap()["method"],
+        "notifications/tasks"
+    );
+    let end = next(&mut rx).await.unwrap();
+    assert_eq!(end["result"]["resultType"], "complete", "{end}");
+}
+
+#[tokio::test]
+async fn bad_listen_requests_get_spec_shaped_errors() {
+    let r = rig(Some(Duration::from_secs(60)), 10);
+    let without_ext = request(
+        "subscriptions/listen",
+        None,
+        json!({"notifications": {"taskIds": []}}),
+        false,
+    );
+    let (status, v) = json_of(r.service.handle(without_ext).await);
+    assert_eq!(
+        (status, v["error"]["code"].clone()),
+        (400, json!(-32021)),
+        "{v}"
+    );
+    let too_many: Vec<String> = (0..=MAX_SUBSCRIBED_TASKS)
+        .map(|i| format!("t{i}"))
+        .collect();
+    for params in [
+        json!({}),
+        json!({"notifications": []}),
+        json!({"notifications": {"taskIds": "t1"}}),
+        json!({"notifications": {"taskIds": [1]}}),
+        json!({"notifications": {"taskIds": too_many}}),
+        json!({"notifications": {"toolsListChanged": "yes"}}),
+    ] {
+        let req = request("subscriptions/listen", None, params.clone(), true);
+        let (_, v) = json_of(r.service.handle(req).await);
+        assert_eq!(v["error"]["code"], -32602, "{params}: {v}");
+    }
+    let mut json_only = listen(json!([]));
+    json_only
+        .headers
+        .insert("accept", HeaderValue::from_static("application/json"));
+    let (status, v) = json_of(r.service.handle(json_only).await);
+    assert_eq!(status, 406, "{v}");
+}
+
+#[tokio::test]
+async fn a_tenant_over_its_stream_cap_is_refused_until_one_ends() {
+    let r = rig(Some(Duration::from_secs(60)), 1);
+    let id = task(&r, "local").await;
+    let mut first = stream(r.service.handle(listen(json!([id]))).await);
+    next(&mut first).await.unwrap();
+    let (status, v) = json_of(r.service.handle(listen(json!([id]))).await);
+    assert_eq!(status, 429, "{v}");
+    // Closing the first gives its place back.
+    drop(first);
+    let mut again = None;
+    for _ in 0..50 {
+        let reply = r.service.handle(listen(json!([id]))).await;
+        if reply.status == 200 {
+            again = Some(stream(reply));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(again.is_some(), "the place came back");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_synchronous_call_streams_on_a_streaming_host() {
+    let r = rig(Some(Duration::from_secs(120)), 10);
+    // Without a progress token: nothing but the answer, once committed to SSE.
+    let mut rx = stream(r.service.handle(wait_call(30.0, false)).await);
+    let answer = rx.recv().await.unwrap();
+    assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+    assert!(rx.recv().await.is_none());
+    // A quick one is still one JSON body.
+    let (status, v) = json_of(r.service.handle(wait_call(1.0, false)).await);
+    assert_eq!(
+        (status, v["result"]["resultType"].clone()),
+        (200, json!("complete"))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_past_the_stream_budget_ends_with_32021() {
+    let r = rig(Some(Duration::from_secs(40)), 10);
+    let mut rx = stream(r.service.handle(wait_call(60.0, true)).await);
+    let mut last = Value::Null;
+    let mut progress = 0;
+    while let Some(m) = rx.recv().await {
+        if m["method"] == "notifications/progress" {
+            progress += 1;
+        }
+        last = m;
+    }
+    assert!(progress >= 30, "progress every second: {progress}");
+    assert_eq!(last["error"]["code"], -32021, "{last}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn long_calls_count_against_the_stream_cap() {
+    let r = rig(Some(Duration::from_secs(120)), 1);
+    let mut first = stream(r.service.handle(wait_call(60.0, false)).await);
+    let (status, v) = json_of(r.service.handle(wait_call(60.0, false)).await);
+    assert_eq!(status, 429, "{v}");
+    assert!(first.recv().await.unwrap().get("result").is_some());
+}

@@ -1,0 +1,107 @@
+use super::*;
+
+#[tokio::test]
+async fn a_tenants_backlog_waits_behind_its_own_work_not_others() {
+    let gate = FairGate::new(2, 2);
+    let a1 = gate.acquire("a").await;
+    let a2 = gate.acquire("a").await;
+    // a queues 100 more, then b arrives.
+    let mut a_waiters = Vec::new();
+    for _ in 0..100 {
+        let g = gate.clone();
+        a_waiters.push(tokio::spawn(async move { g.acquire("a").await }));
+    }
+    tokio::task::yield_now().await;
+    while gate.waiting("a") < 100 {
+        tokio::task::yield_now().await;
+    }
+    let g = gate.clone();
+    let b = tokio::spawn(async move { g.acquire("b").await });
+    while gate.waiting("b") < 1 {
+        tokio::task::yield_now().await;
+    }
+    drop(a1);
+    // b's turn comes before a's second waiter: b holds a place.
+    let b = tokio::time::timeout(Duration::from_secs(1), b)
+        .await
+        .expect("b got the freed place")
+        .unwrap();
+    assert_eq!(gate.running("b"), 1);
+    assert_eq!(gate.running("a"), 1);
+    drop((a2, b));
+    for w in a_waiters {
+        drop(w.await.unwrap());
+    }
+    assert_eq!(gate.running("a"), 0);
+}
+
+#[tokio::test]
+async fn the_per_tenant_cap_leaves_places_for_others() {
+    let gate = FairGate::new(10, 2);
+    let _a = (gate.acquire("a").await, gate.acquire("a").await);
+    let g = gate.clone();
+    let third = tokio::spawn(async move { g.acquire("a").await });
+    while gate.waiting("a") < 1 {
+        tokio::task::yield_now().await;
+    }
+    // a is at its cap with 8 places free: b goes straight in.
+    let _b = tokio::time::timeout(Duration::from_secs(1), gate.acquire("b"))
+        .await
+        .unwrap();
+    assert!(!third.is_finished());
+    drop(_a);
+    tokio::time::timeout(Duration::from_secs(1), third)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_waiter_that_gives_up_frees_nothing_it_did_not_take() {
+    let gate = FairGate::new(1, 1);
+    let held = gate.acquire("a").await;
+    let g = gate.clone();
+    let w = tokio::spawn(async move { g.acquire("b").await });
+    while gate.waiting("b") < 1 {
+        tokio::task::yield_now().await;
+    }
+    w.abort();
+    let _ = w.await;
+    drop(held);
+    // The place is free again (not leaked to the aborted waiter).
+    let _c = tokio::time::timeout(Duration::from_secs(1), gate.acquire("c"))
+        .await
+        .unwrap();
+    assert_eq!(gate.running("b"), 0);
+}
+
+#[tokio::test]
+async fn memory_run_slots_pass_the_contract() {
+    run_slots_contract::run_all(&MemoryRunSlots::default(), "mem").await;
+}
+
+#[test]
+fn the_rate_limiter_allows_a_burst_then_says_when() {
+    let r = RateLimiter::new(2.0, 3);
+    for _ in 0..3 {
+        assert!(r.take("a").is_ok());
+    }
+    let wait = r.take("a").unwrap_err();
+    assert!(wait <= Duration::from_millis(500) && wait > Duration::ZERO);
+    assert!(r.take("b").is_ok(), "tenants have separate buckets");
+    assert!(RateLimiter::new(0.0, 1).take("a").is_ok());
+}
+
+#[test]
+fn a_refusal_is_a_tool_error_naming_the_limit() {
+    let q = QuotaExceeded {
+        limit: Limit::ActiveTasks,
+        max: 5.0,
+        retry_after: Some(Duration::from_secs(2)),
+        message: "too many".into(),
+    };
+    let r = q.to_tool_result();
+    assert_eq!(r["isError"], true);
+    assert_eq!(r["_meta"][QUOTA_META]["limit"], "active_tasks");
+    assert_eq!(r["_meta"][QUOTA_META]["retryAfterMs"], 2000);
+}
