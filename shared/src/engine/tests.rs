@@ -2,6 +2,7 @@ use serde_json::json;
 
 use super::*;
 use crate::queue::LocalQueue;
+use crate::store::TaskKey;
 use crate::store::memory::MemoryStore;
 
 fn engine() -> (
