@@ -564,7 +564,7 @@ async fn create_table_adds_the_tenant_index_to_an_older_table_and_backfills_it()
             .unwrap();
         assert_eq!(
             item[dynamo::ATTR_TENANT_ACTIVE].as_s().unwrap(),
-            &dynamo::tenant_hash(&t.tenant)
+            &dynamo::tenant_prefix(&t.tenant)
         );
         assert_eq!(
             item["version"].as_n().unwrap(),
@@ -873,7 +873,7 @@ async fn arguments_live_in_their_own_item_and_record_writes_leave_it_alone() {
     );
     assert_eq!(store.count_tenant_active("big", 100).await.unwrap(), 1);
     assert_eq!(store.list_expired(u64::MAX, 100).await.unwrap().len(), 2);
-    let as_id = key.strip_prefix(&dynamo::tenant_hash("big")).unwrap();
+    let as_id = key.strip_prefix(&dynamo::tenant_prefix("big")).unwrap();
     assert_eq!(store.get("big", as_id).await.unwrap(), None);
     assert_eq!(store.arguments("big", as_id).await.unwrap(), None);
 
@@ -954,7 +954,7 @@ async fn a_record_is_trusted_only_at_its_own_key() {
         item.insert(dynamo::ATTR_ACTIVE.into(), AttributeValue::S(key));
         item.insert(
             dynamo::ATTR_TENANT_ACTIVE.into(),
-            AttributeValue::S(dynamo::tenant_hash(tenant)),
+            AttributeValue::S(dynamo::tenant_prefix(tenant)),
         );
         item
     };

@@ -16,7 +16,7 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::key::{pk, tenant_hash};
+use super::key::{pk, tenant_prefix};
 use super::{
     ATTR_ACTIVE, ATTR_PK, ATTR_QUIET, ATTR_TENANT_ACTIVE, DynamoStore, backend, is_condition_failed,
 };
@@ -46,7 +46,7 @@ impl DynamoStore {
                     .condition_expression("attribute_exists(#a) AND attribute_not_exists(#t)")
                     .expression_attribute_names("#t", ATTR_TENANT_ACTIVE)
                     .expression_attribute_names("#a", ATTR_ACTIVE)
-                    .expression_attribute_values(":t", AttributeValue::S(tenant_hash(&k.tenant)))
+                    .expression_attribute_values(":t", AttributeValue::S(tenant_prefix(&k.tenant)))
                     .send()
                     .await;
                 match res {

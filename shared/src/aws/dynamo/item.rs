@@ -15,7 +15,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde_dynamo::aws_sdk_dynamodb_1 as sd;
 use serde_json::{Map, Value};
 
-use super::key::{pk, shard_of, tenant_hash};
+use super::key::{pk, shard_of, tenant_prefix};
 use super::{
     ATTR_ACTIVE, ATTR_EXPIRES_MS, ATTR_PK, ATTR_QUIET, ATTR_SHARD, ATTR_TENANT_ACTIVE, ATTR_TTL,
     codec,
@@ -64,7 +64,7 @@ pub(super) fn to_item(task: &TaskRecord) -> Result<HashMap<String, AttributeValu
         item.insert(ATTR_ACTIVE.into(), AttributeValue::S(key.clone()));
         item.insert(
             ATTR_TENANT_ACTIVE.into(),
-            AttributeValue::S(tenant_hash(&task.tenant)),
+            AttributeValue::S(tenant_prefix(&task.tenant)),
         );
     }
     item.insert(

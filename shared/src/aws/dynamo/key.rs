@@ -11,14 +11,14 @@ use crate::store::TaskKey;
 /// The table key of a task: `{tenant}#{taskId}`, with `%` and `#` escaped in the tenant so the
 /// first `#` always ends it.
 pub fn pk(tenant: &str, task_id: &str) -> String {
-    let mut k = tenant_hash(tenant);
+    let mut k = tenant_prefix(tenant);
     k.push_str(task_id);
     k
 }
 
 /// The `tenant_active` partition key of a tenant: the start of its tasks' [`pk`]s, the escaped
 /// tenant and `#` (so it is never empty, and two tenants never share it).
-pub fn tenant_hash(tenant: &str) -> String {
+pub fn tenant_prefix(tenant: &str) -> String {
     let mut k = String::with_capacity(tenant.len() + 47);
     for c in tenant.chars() {
         match c {
@@ -53,7 +53,7 @@ pub(super) fn shard_of(pk: &str) -> u32 {
 /// The key of a tenant's running-jobs item: `#` after the tenant's key prefix, where a task
 /// key has its task id (task ids never start with `#`).
 pub(super) fn runs_key(tenant: &str) -> String {
-    let mut k = tenant_hash(tenant);
+    let mut k = tenant_prefix(tenant);
     k.push_str("#runs");
     k
 }
@@ -61,7 +61,7 @@ pub(super) fn runs_key(tenant: &str) -> String {
 /// The key of a task's arguments item: the tenant's key prefix, `#args#`, the task id. Task
 /// ids never start with `#`, so no task key (nor the running-jobs key) is ever one of these.
 pub fn arguments_key(tenant: &str, task_id: &str) -> String {
-    let mut k = tenant_hash(tenant);
+    let mut k = tenant_prefix(tenant);
     k.push_str("#args#");
     k.push_str(task_id);
     k

@@ -94,7 +94,7 @@ mod table;
 mod tests;
 mod write;
 
-pub use key::{arguments_key, pk, tenant_hash};
+pub use key::{arguments_key, pk, tenant_prefix};
 pub use table::create_table;
 
 use item::{from_item, to_item};
@@ -451,7 +451,7 @@ impl TaskStore for DynamoStore {
                 .index_name(INDEX_TENANT_ACTIVE)
                 .key_condition_expression(condition)
                 .expression_attribute_names("#t", ATTR_TENANT_ACTIVE)
-                .expression_attribute_values(":t", AttributeValue::S(tenant_hash(tenant)))
+                .expression_attribute_values(":t", AttributeValue::S(tenant_prefix(tenant)))
                 .limit(i32::try_from(want).unwrap_or(i32::MAX))
                 .set_exclusive_start_key(start);
             if let Some(a) = after {
@@ -495,7 +495,7 @@ impl TaskStore for DynamoStore {
                 .index_name(INDEX_TENANT_ACTIVE)
                 .key_condition_expression("#t = :t")
                 .expression_attribute_names("#t", ATTR_TENANT_ACTIVE)
-                .expression_attribute_values(":t", AttributeValue::S(tenant_hash(tenant)))
+                .expression_attribute_values(":t", AttributeValue::S(tenant_prefix(tenant)))
                 .select(aws_sdk_dynamodb::types::Select::Count)
                 .limit(i32::try_from(at_most - n).unwrap_or(i32::MAX))
                 .set_exclusive_start_key(start)

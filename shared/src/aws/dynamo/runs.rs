@@ -11,7 +11,7 @@ use super::{ATTR_PK, DynamoStore, backend};
 use crate::store::StoreError;
 
 /// The per-tenant running-jobs guard on DynamoDB: one item per tenant (key: the tenant's
-/// [`tenant_hash`] and `#runs`, which no task key can be, and without index attributes, so no
+/// [`tenant_prefix`] and `#runs`, which no task key can be, and without index attributes, so no
 /// listing sees it) holding a map of live runs to the time each ends, and a version. Taking a
 /// place is a consistent read, then a `PutItem` conditional on the version read (expired runs
 /// dropped on the way); releasing is an `UpdateItem` that removes the run and bumps the
