@@ -26,6 +26,7 @@ python3 scripts/lib/self_contained.py
 python3 scripts/lib/self_contained.py --self-test
 # The cost model (README, "What it costs") must keep running on its committed figures.
 python3 bench/cost_model.py > /dev/null
+python3 bench/capacity_model.py > /dev/null
 
 stage "tools (scripts/install-tools.sh)"
 bash scripts/install-tools.sh
