@@ -115,42 +115,11 @@ pub fn release_binaries() -> bool {
 
 fn build() -> Result<Binaries, String> {
     let started = Instant::now();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut args = vec![
-        "build",
-        "--workspace",
-        "--all-features",
-        "--bins",
-        "--message-format=json-render-diagnostics",
-    ];
+    let mut args = vec!["build", "--workspace", "--all-features", "--bins"];
     if release_binaries() {
         args.push("--release");
     }
-    let out = Command::new(cargo)
-        .current_dir(&root)
-        .args(&args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("running cargo build: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "cargo build --workspace --all-features --bins failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let mut found: HashMap<String, PathBuf> = HashMap::new();
-    for line in out.stdout.split(|b| *b == b'\n') {
-        let Ok(v) = serde_json::from_slice::<Value>(line) else {
-            continue;
-        };
-        if v["reason"] != "compiler-artifact" {
-            continue;
-        }
-        if let (Some(name), Some(exe)) = (v["target"]["name"].as_str(), v["executable"].as_str()) {
-            found.insert(name.to_owned(), PathBuf::from(exe));
-        }
-    }
+    let found = cargo_build(&args)?;
     let take = |name: &str| {
         found
             .get(name)
@@ -1640,5 +1609,119 @@ impl Drop for Env {
                 file.display()
             );
         }
+    }
+}
+
+// ─────────────────────────────────────────────────────────────── one function alone
+
+/// Runs `cargo <args> --message-format=json-render-diagnostics` in the workspace (with
+/// whatever `CARGO_TARGET_DIR` says) and returns the executables it reported, by target name
+/// (a binary's or an example's). tests/cold_start.rs builds the release binaries with it.
+pub fn cargo_build(args: &[&str]) -> Result<HashMap<String, PathBuf>, String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new(cargo)
+        .current_dir(&root)
+        .args(args)
+        .arg("--message-format=json-render-diagnostics")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("running cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cargo {} failed:\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let mut found = HashMap::new();
+    for line in out.stdout.split(|b| *b == b'\n') {
+        let Ok(v) = serde_json::from_slice::<Value>(line) else {
+            continue;
+        };
+        if v["reason"] != "compiler-artifact" {
+            continue;
+        }
+        if let (Some(name), Some(exe)) = (v["target"]["name"].as_str(), v["executable"].as_str()) {
+            found.insert(name.to_owned(), PathBuf::from(exe));
+        }
+    }
+    Ok(found)
+}
+
+/// One function binary alone under its own fresh Runtime API, started with exactly the given
+/// environment (plus `AWS_LAMBDA_RUNTIME_API`): a cold start, timed from the spawn. The
+/// process is killed on drop.
+pub struct Solo {
+    pub api: Arc<RuntimeApi>,
+    child: Child,
+    server: JoinHandle<()>,
+    log: Arc<Mutex<String>>,
+}
+
+impl Solo {
+    /// Starts the Runtime API, then spawns `exe` (the spawn is the start of its init).
+    pub async fn spawn(name: &'static str, exe: &std::path::Path, env: &[(&str, &str)]) -> Solo {
+        let (api, server) = RuntimeApi::start(name).await;
+        let mut cmd = Command::new(exe);
+        cmd.env_clear()
+            .envs(env.iter().copied())
+            .env("AWS_LAMBDA_RUNTIME_API", api.addr.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let log = Arc::new(Mutex::new(String::new()));
+        *api.spawned.lock().unwrap() = Some(Instant::now());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {}: {e}", exe.display()));
+        pipe_lines(name, child.stdout.take().unwrap(), log.clone(), None);
+        pipe_lines(
+            name,
+            child.stderr.take().unwrap(),
+            log.clone(),
+            Some(api.clone()),
+        );
+        Solo {
+            api,
+            child,
+            server,
+            log,
+        }
+    }
+
+    /// Waits until the function asks for its first invocation; returns its init duration
+    /// (spawn → first `/invocation/next`, as the Runtime API saw it).
+    pub async fn init(&self, within: Duration) -> Result<Duration, String> {
+        let started = Instant::now();
+        loop {
+            if let Some(d) = self.api.init_duration() {
+                return Ok(d);
+            }
+            if let Some(why) = self.api.dead.lock().unwrap().clone() {
+                return Err(format!("{}: {why}\n{}", self.api.name, self.logs()));
+            }
+            if started.elapsed() > within {
+                return Err(format!(
+                    "{}: no /invocation/next within {within:?}\n{}",
+                    self.api.name,
+                    self.logs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// What the process wrote so far (stdout and stderr, line by line).
+    pub fn logs(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Solo {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.server.abort();
     }
 }

@@ -1,0 +1,274 @@
+//! Cold starts of the `mcp` function next to the floor, side by side in one harness: the release
+//! `mcp` binary and the `minimal` example of functions/mcp (a `lambda_http` function built like
+//! `mcp`'s main that answers every request with a fixed JSON body: what any Rust `lambda_http`
+//! function costs), each spawned alone under a fresh emulated Lambda Runtime API
+//! (tests/support_aws), interleaved: minimal, mcp, minimal, mcp, …
+//!
+//! Per cold start it measures
+//! - **init**: spawn → the first `/invocation/next` (Lambda's "Init Duration");
+//! - **first answer**: the first invocation, an API Gateway REST proxy event carrying a
+//!   `server/discover` POST (queued once init is done), → its response;
+//! - **warm**: [`WARM`] more such invocations, one after the other;
+//!
+//! then kills the process. The invocation times include the emulated Runtime API's own round
+//! trip (the harness runs in the dev profile), the same for every row: the warm median is
+//! mostly that. It prints one `COLD START` line per binary with the medians (and the
+//! ratios mcp/minimal), and a `BINARY SIZES` line with the release sizes of the four functions
+//! and the minimal example (x86_64: the host's target; the deployed arm64 ones differ).
+//!
+//! A benchmark, run by hand (`#[ignore]`d; no emulator needed: `server/discover` touches
+//! neither DynamoDB nor SQS, and the functions' AWS endpoint is an unused loopback port). The
+//! test itself builds in the dev profile; it builds the release binaries itself, once
+//! (`cargo build --release -p mcp-tasks-mcp -p mcp-tasks-tasks -p mcp-tasks-worker
+//! -p mcp-tasks-sweep --bins --example minimal`: the functions' own features, as deployed).
+//! `COLD_STARTS` sets the number of cold starts per binary (10). `COLD_START_JWT=1` adds a third
+//! row, `mcp+jwt`: the mcp function as deployed with `AuthMode=jwt` (the issuer and its JWKS
+//! URL unreachable dummies: `server/discover` without a token is refused, 401, before any key
+//! is fetched), interleaved after the other two:
+//!
+//! ```text
+//! COLD_STARTS=10 cargo test -p mcp-tasks --all-features --test cold_start -- --ignored --nocapture
+//! ```
+
+#[path = "../shared/tests/common/mod.rs"]
+mod common;
+mod support;
+mod support_aws;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support_aws::Solo;
+
+/// Warm invocations after each first answer.
+const WARM: usize = 5;
+
+/// Cold starts per binary unless `COLD_STARTS` says otherwise.
+const DEFAULT_COLD_STARTS: usize = 10;
+
+/// The functions' packages, built together as deployed (each with its own features).
+const PACKAGES: [&str; 4] = [
+    "mcp-tasks-mcp",
+    "mcp-tasks-tasks",
+    "mcp-tasks-worker",
+    "mcp-tasks-sweep",
+];
+
+/// The environment of both binaries: what Lambda sets (a 128 MB function, the template's JSON
+/// log format) and what the mcp function's configuration requires (`Config::from_env`).
+/// The minimal function reads none of the latter.
+const ENV: &[(&str, &str)] = &[
+    ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128"),
+    ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST"),
+    ("AWS_LAMBDA_LOG_STREAM_NAME", "local/[$LATEST]0"),
+    ("AWS_LAMBDA_LOG_FORMAT", "JSON"),
+    ("AWS_LAMBDA_LOG_LEVEL", "INFO"),
+    ("AWS_REGION", "us-east-1"),
+    ("AWS_DEFAULT_REGION", "us-east-1"),
+    ("AWS_ACCESS_KEY_ID", "test"),
+    ("AWS_SECRET_ACCESS_KEY", "test"),
+    ("AWS_SESSION_TOKEN", "test"),
+    ("LAMBDA_TASK_ROOT", "/var/task"),
+    ("TZ", ":UTC"),
+    // Never reached: server/discover makes no AWS call.
+    ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
+    ("TABLE_NAME", "cold-start"),
+    ("QUEUE_URL", "http://127.0.0.1:1/000000000000/work"),
+    ("STATE_KEY", "a-cold-start-bench-key-of-32-characters"),
+    ("AUTH_MODE", "none"),
+    ("TOOLS", "builtin"),
+    ("AWS_LAMBDA_HTTP_IGNORE_STAGE_IN_PATH", "true"),
+];
+
+/// The function's timeout (the buffered mcp function's in template.yaml).
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What one binary measured over all its cold starts.
+#[derive(Default)]
+struct Samples {
+    init: Vec<Duration>,
+    first: Vec<Duration>,
+    warm: Vec<Duration>,
+}
+
+fn median(v: &[Duration]) -> Duration {
+    let mut v = v.to_vec();
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+/// A REST API proxy event (events/mcp-tools-list.json, as API Gateway delivers it) carrying a
+/// 2026-07-28 `server/discover` POST.
+fn discover_event() -> Vec<u8> {
+    let mut event: Value =
+        serde_json::from_str(include_str!("../events/mcp-tools-list.json")).unwrap();
+    let body = support::Client::new("http://unused").body("server/discover", json!({}));
+    event["headers"]["Mcp-Method"] = json!("server/discover");
+    event["multiValueHeaders"]["Mcp-Method"] = json!(["server/discover"]);
+    event["body"] = json!(body.to_string());
+    serde_json::to_vec(&event).unwrap()
+}
+
+/// What the `mcp+jwt` row adds to [`ENV`] (later values win): bearer-token auth, as deployed
+/// with `AuthMode=jwt`, against an issuer nobody asks (no request carries a token).
+const JWT_ENV: &[(&str, &str)] = &[
+    ("AUTH_MODE", "jwt"),
+    ("AUTH_ISSUER", "https://issuer.invalid"),
+    ("AUTH_AUDIENCE", "https://mcp.invalid/mcp"),
+    ("AUTH_JWKS_URL", "https://127.0.0.1:1/jwks.json"),
+];
+
+/// One binary under test.
+struct Target {
+    /// The row's name (also the function's name).
+    name: &'static str,
+    exe: PathBuf,
+    /// Set after [`ENV`].
+    env: &'static [(&'static str, &'static str)],
+    /// The status `server/discover` answers with (200, or 401 without a token).
+    status: u16,
+}
+
+/// One invocation with `event`: its time, after checking that it is the expected answer (with
+/// 200, a JSON-RPC result).
+async fn invoke(solo: &Solo, event: &[u8], status: u16) -> Duration {
+    let t = Instant::now();
+    let out = solo.api.invoke(event.to_vec(), TIMEOUT).await;
+    let took = t.elapsed();
+    let out = out.unwrap_or_else(|e| panic!("{e}\n{}", solo.logs()));
+    let proxy: Value = serde_json::from_slice(&out).expect("a proxy response");
+    assert_eq!(proxy["statusCode"], status, "{proxy}");
+    if status == 200 {
+        let answer: Value =
+            serde_json::from_str(proxy["body"].as_str().expect("a text body")).expect("JSON");
+        assert!(answer["result"].is_object(), "{answer}");
+    }
+    took
+}
+
+/// One cold start of `target`: init, first answer, [`WARM`] warm answers; then the kill.
+async fn cold_start(target: &Target, event: &[u8], into: &mut Samples) {
+    let group = format!("/aws/lambda/{}", target.name);
+    let mut env = ENV.to_vec();
+    env.extend(target.env.iter().copied());
+    env.extend([
+        ("AWS_LAMBDA_FUNCTION_NAME", target.name),
+        ("AWS_LAMBDA_LOG_GROUP_NAME", group.as_str()),
+    ]);
+    let solo = Solo::spawn(target.name, &target.exe, &env).await;
+    let init = solo.init(TIMEOUT).await.unwrap_or_else(|e| panic!("{e}"));
+    into.init.push(init);
+    into.first.push(invoke(&solo, event, target.status).await);
+    for _ in 0..WARM {
+        into.warm.push(invoke(&solo, event, target.status).await);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark, run by hand: see the module's doc"]
+async fn cold_start_mcp_next_to_minimal() {
+    let n: usize = std::env::var("COLD_STARTS")
+        .ok()
+        .map(|v| v.parse().expect("COLD_STARTS: a whole number"))
+        .unwrap_or(DEFAULT_COLD_STARTS)
+        .max(1);
+    let started = Instant::now();
+    let bins = tokio::task::spawn_blocking(|| {
+        let mut args = vec!["build", "--release"];
+        for p in PACKAGES {
+            args.extend(["-p", p]);
+        }
+        args.extend(["--bins", "--example", "minimal"]);
+        support_aws::cargo_build(&args)
+    })
+    .await
+    .unwrap()
+    .unwrap_or_else(|e| panic!("{e}"));
+    let exe = |name: &str| {
+        bins.get(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("cargo build reported no `{name}` executable"))
+    };
+    eprintln!(
+        "cold_start: release binaries ready in {:.1?}",
+        started.elapsed()
+    );
+
+    let event = discover_event();
+    let mut targets = vec![
+        Target {
+            name: "minimal",
+            exe: exe("minimal"),
+            env: &[],
+            status: 200,
+        },
+        Target {
+            name: "mcp",
+            exe: exe("mcp"),
+            env: &[],
+            status: 200,
+        },
+    ];
+    if std::env::var("COLD_START_JWT").is_ok_and(|v| v == "1") {
+        targets.push(Target {
+            name: "mcp+jwt",
+            exe: exe("mcp"),
+            env: JWT_ENV,
+            status: 401,
+        });
+    }
+    let mut samples: Vec<Samples> = targets.iter().map(|_| Samples::default()).collect();
+    for _ in 0..n {
+        for (target, into) in targets.iter().zip(&mut samples) {
+            cold_start(target, &event, into).await;
+        }
+    }
+
+    let minimal = &samples[0];
+    for (target, s) in targets.iter().zip(&samples) {
+        let vs = |of: fn(&Samples) -> &Vec<Duration>| match target.name {
+            "minimal" => String::new(),
+            _ => format!(
+                " ({:.1}× minimal)",
+                median(of(s)).as_secs_f64() / median(of(minimal)).as_secs_f64().max(1e-9)
+            ),
+        };
+        let (min, max) = (s.init.iter().min().unwrap(), s.init.iter().max().unwrap());
+        println!(
+            "COLD START {}: init median {}{} [min {}, max {}] | first answer median {}{} | \
+             warm median {}{} | cold total (init + first answer) {} | {n} cold starts, {} warm",
+            target.name,
+            ms(median(&s.init)),
+            vs(|s| &s.init),
+            ms(*min),
+            ms(*max),
+            ms(median(&s.first)),
+            vs(|s| &s.first),
+            ms(median(&s.warm)),
+            vs(|s| &s.warm),
+            ms(median(&s.init) + median(&s.first)),
+            s.warm.len(),
+        );
+    }
+
+    let sizes: Vec<String> = ["mcp", "tasks", "worker", "sweep", "minimal"]
+        .into_iter()
+        .map(|name| {
+            let bytes = std::fs::metadata(exe(name))
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+                .len();
+            format!("{name}={bytes} B ({:.2} MB)", bytes as f64 / 1e6)
+        })
+        .collect();
+    println!(
+        "BINARY SIZES [release, {}-{}]: {}",
+        std::env::consts::ARCH,
+        std::env::consts::OS,
+        sizes.join(" ")
+    );
+}
