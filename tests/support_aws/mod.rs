@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use aws_sdk_sqs::types::QueueAttributeName;
 use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{FromRequest, Path, Request, State};
@@ -42,7 +42,7 @@ use base64::Engine as _;
 use http_body_util::BodyExt as _;
 use hyper::body::Frame;
 use mcp_tasks_core::aws::dynamo::{DynamoStore, create_table};
-use mcp_tasks_core::aws::sqs::{self, SqsQueue};
+use mcp_tasks_core::aws::sqs::SqsQueue;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -1141,89 +1141,44 @@ async fn esm(
     stats: Arc<Mutex<EsmStats>>,
 ) {
     loop {
-        let got = match sqs
-            .receive_message()
-            .queue_url(&queue_url)
-            .max_number_of_messages(10)
-            .wait_time_seconds(1)
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .send()
-            .await
+        let invoke = |event: Value| {
+            let worker = worker.clone();
+            async move {
+                let body = worker
+                    .invoke(serde_json::to_vec(&event).unwrap(), timeout)
+                    .await?;
+                Ok(serde_json::from_slice(&body).unwrap_or(Value::Null))
+            }
+        };
+        let arn = "arn:aws:sqs:us-east-1:000000000000:work";
+        let wait = Duration::from_secs(1);
+        let r = match mcp_tasks_core::aws::esm::round(&sqs, &queue_url, arn, 10, wait, invoke).await
         {
-            Ok(g) => g,
+            Ok(Some(r)) => r,
+            Ok(None) => continue,
             Err(e) => {
                 eprintln!("esm: receive failed ({e}); retrying");
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 continue;
             }
         };
-        let messages = got.messages.unwrap_or_default();
-        if messages.is_empty() {
-            continue;
-        }
-        let records: Vec<Value> = messages
-            .iter()
-            .map(|m| sqs::event_source_record(m, "arn:aws:sqs:us-east-1:000000000000:work"))
-            .collect();
-        {
-            let mut s = stats.lock().unwrap();
-            s.batches += 1;
-            let mut tasks: Vec<String> = messages
-                .iter()
-                .filter_map(|m| serde_json::from_str::<Value>(m.body()?).ok())
-                .filter_map(|b| b["task_id"].as_str().map(str::to_owned))
-                .collect();
-            tasks.sort();
-            tasks.dedup();
-            for t in tasks {
-                *s.invocations_by_task.entry(t).or_default() += 1;
-            }
-        }
-        let event = serde_json::to_vec(&json!({ "Records": records })).unwrap();
-        let started = Instant::now();
-        let reply = worker.invoke(event, timeout).await;
-        stats
-            .lock()
-            .unwrap()
-            .invocation_ms
-            .push(started.elapsed().as_millis() as u64);
-        let response: Value = match reply {
-            Ok(body) => serde_json::from_slice(&body).unwrap_or(Value::Null),
-            Err(e) => {
-                // The whole batch failed: SQS redelivers all of it after the visibility timeout.
-                eprintln!("esm: the worker invocation failed ({e}); the batch will be redelivered");
-                stats.lock().unwrap().invoke_errors += 1;
-                continue;
-            }
-        };
-        let failed: Vec<&str> = response["batchItemFailures"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|f| f["itemIdentifier"].as_str())
-            .collect();
-        let mut deleted = 0;
-        for m in &messages {
-            if failed.contains(&m.message_id().unwrap_or_default()) {
-                continue;
-            }
-            let Some(handle) = m.receipt_handle() else {
-                continue;
-            };
-            match sqs
-                .delete_message()
-                .queue_url(&queue_url)
-                .receipt_handle(handle)
-                .send()
-                .await
-            {
-                Ok(_) => deleted += 1,
-                Err(e) => eprintln!("esm: delete failed ({e}); the message will be redelivered"),
-            }
-        }
         let mut s = stats.lock().unwrap();
-        s.deleted += deleted;
-        s.reported_failed += failed.len() as u32;
+        s.batches += 1;
+        for t in &r.task_ids {
+            *s.invocations_by_task.entry(t.clone()).or_default() += 1;
+        }
+        s.invocation_ms.push(r.invoke_time.as_millis() as u64);
+        match r.invoke_error {
+            // The whole batch failed: SQS redelivers all of it after the visibility timeout.
+            Some(e) => {
+                eprintln!("esm: the worker invocation failed ({e}); the batch will be redelivered");
+                s.invoke_errors += 1;
+            }
+            None => {
+                s.deleted += r.deleted as u32;
+                s.reported_failed += r.failed as u32;
+            }
+        }
     }
 }
 

@@ -12,13 +12,13 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use aws_sdk_sqs::types::MessageSystemAttributeName;
 use clap::Parser;
-use mcp_tasks_core::aws::sqs::{self, SqsQueue};
+use mcp_tasks_core::aws::esm;
+use mcp_tasks_core::aws::sqs::SqsQueue;
 use mcp_tasks_core::aws::{
     Timeouts, dynamo, dynamodb_client, sdk_config, sqs_client, sqs_client_with,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 #[derive(Parser)]
 #[command(name = "mcp-tasks-aws-dev", about = "Local AWS development helpers")]
@@ -127,68 +127,34 @@ async fn esm(
     let http = reqwest::Client::new();
     eprintln!("esm: feeding {queue_url} to {invoke}");
     loop {
-        let got = match sqs
-            .receive_message()
-            .queue_url(queue_url)
-            .max_number_of_messages(batch.clamp(1, 10))
-            .wait_time_seconds(LONG_POLL.as_secs() as i32)
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .send()
-            .await
-        {
-            Ok(g) => g,
+        let http = &http;
+        let invoked = |event: Value| async move {
+            let r = http
+                .post(invoke)
+                .json(&event)
+                .send()
+                .await
+                .and_then(|r| r.error_for_status())
+                .map_err(|e| e.to_string())?;
+            Ok(r.json().await.unwrap_or(Value::Null))
+        };
+        let arn = "arn:aws:sqs:us-east-1:000000000000:local";
+        match esm::round(sqs, queue_url, arn, batch, LONG_POLL, invoked).await {
+            Ok(None) => {}
+            Ok(Some(r)) => match r.invoke_error {
+                // The whole batch failed (function crashed or not up): SQS redelivers all.
+                Some(e) => {
+                    eprintln!(
+                        "esm: invoking the worker failed ({e}); the batch will be redelivered"
+                    );
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                None => eprintln!("esm: batch of {} ({} failed)", r.messages, r.failed),
+            },
             Err(e) => {
                 eprintln!("esm: receive failed ({e}); retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        let messages = got.messages.unwrap_or_default();
-        if messages.is_empty() {
-            continue;
-        }
-        let records: Vec<Value> = messages
-            .iter()
-            .map(|m| sqs::event_source_record(m, "arn:aws:sqs:us-east-1:000000000000:local"))
-            .collect();
-        let response: Value = match http
-            .post(invoke)
-            .json(&json!({ "Records": records }))
-            .send()
-            .await
-            .and_then(|r| r.error_for_status())
-        {
-            Ok(r) => r.json().await.unwrap_or(Value::Null),
-            Err(e) => {
-                // The whole batch failed (function crashed or not up): SQS redelivers all.
-                eprintln!("esm: invoking the worker failed ({e}); the batch will be redelivered");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        let failed: Vec<&str> = response["batchItemFailures"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|f| f["itemIdentifier"].as_str())
-            .collect();
-        for m in &messages {
-            if failed.contains(&m.message_id().unwrap_or_default()) {
-                continue;
-            }
-            let Some(handle) = m.receipt_handle() else {
-                continue;
-            };
-            if let Err(e) = sqs
-                .delete_message()
-                .queue_url(queue_url)
-                .receipt_handle(handle)
-                .send()
-                .await
-            {
-                eprintln!("esm: delete failed ({e}); the message will be redelivered");
             }
         }
-        eprintln!("esm: batch of {} ({} failed)", messages.len(), failed.len());
     }
 }

@@ -27,6 +27,7 @@ use aws_config::timeout::TimeoutConfig;
 
 pub mod dlq;
 pub mod dynamo;
+pub mod esm;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 pub mod sqs;
