@@ -806,3 +806,86 @@ async fn cold_start_figures() {
     );
     assert!(init > Duration::ZERO);
 }
+
+/// A benchmark, run by hand (`#[ignore]`d): N tasks through the serverless path — the emulated
+/// API Gateway, the real `mcp`, `tasks` and `worker` binaries (one instance each, as the
+/// harness runs them), DynamoDB and SQS on the emulator — next to the same N tasks on the
+/// local server (the embedded store and in-process queue), in one run. Each task is a
+/// `hash_chain` of one step (200,000 rounds); all are created at once, then polled every
+/// 250 ms until every one has completed with its exact digest. Prints the wall time of each
+/// path, their ratio, tasks per second, and the serverless path's AWS calls and billed
+/// milliseconds per function (`AWS CALLS`). `BENCH_TASKS` sets N (default 50). Both paths run
+/// the test's profile: for release figures,
+/// `AWS_FUNCTIONS_RELEASE=1 BENCH_TASKS=200 cargo test --release -p mcp-tasks --all-features
+/// --test aws_functions serverless_throughput -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: run by hand"]
+async fn serverless_throughput_next_to_the_local_server() {
+    let n: usize = std::env::var("BENCH_TASKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let rounds = 200_000u64;
+    async fn run_all(c: &Client, n: usize, rounds: u64) -> Duration {
+        let started = Instant::now();
+        let creations: Vec<_> = (0..n)
+            .map(|i| {
+                let c = c.clone();
+                tokio::spawn(async move {
+                    let seed = format!("bench-{i}");
+                    let r = c
+                        .tool("hash_chain", json!({"seed": seed, "rounds": rounds}))
+                        .await;
+                    (seed, r["taskId"].as_str().expect("a task").to_owned())
+                })
+            })
+            .collect();
+        let mut waits = Vec::new();
+        for created in creations {
+            let (seed, id) = created.await.unwrap();
+            let c = c.clone();
+            waits.push(tokio::spawn(async move {
+                let done = poll_terminal(&c, &id, Duration::from_secs(600)).await;
+                assert_eq!(done["status"], "completed", "{done}");
+                let text = done["result"]["content"][0]["text"].as_str().unwrap_or("");
+                let want = support::expected_hash_chain(&seed, rounds);
+                assert!(text.contains(&want), "{text} lacks {want}");
+            }));
+        }
+        for w in waits {
+            w.await.unwrap();
+        }
+        started.elapsed()
+    }
+
+    let dir = support::data_dir();
+    let local = support::Server::start(dir.path(), &[]);
+    let local_time = run_all(&local.client().with_tasks(), n, rounds).await;
+    drop(local);
+
+    // The deployed worker's timeout (900 s), not the 4 s the other tests use to force
+    // hand-overs: a benchmark measures the path as deployed.
+    let options = Options {
+        worker_timeout: Duration::from_secs(900),
+        ..Options::default()
+    };
+    let Some(env) = Env::start("serverless_bench", options).await else {
+        return;
+    };
+    let serverless_time = run_all(&env.client().with_tasks(), n, rounds).await;
+    env.report("serverless_bench");
+    println!(
+        "SERVERLESS BENCH [{} build] {n} hash_chain tasks of one step: local {:.2} s ({:.1} tasks/s) | \
+         serverless {:.2} s ({:.1} tasks/s) | serverless / local = {:.1}x",
+        if support_aws::release_binaries() {
+            "release"
+        } else {
+            "debug"
+        },
+        local_time.as_secs_f64(),
+        n as f64 / local_time.as_secs_f64(),
+        serverless_time.as_secs_f64(),
+        n as f64 / serverless_time.as_secs_f64(),
+        serverless_time.as_secs_f64() / local_time.as_secs_f64(),
+    );
+}
