@@ -811,8 +811,8 @@ async fn cold_start_figures() {
 /// API Gateway, the real `mcp`, `tasks` and `worker` binaries (one instance each, as the
 /// harness runs them), DynamoDB and SQS on the emulator — next to the same N tasks on the
 /// local server (the embedded store and in-process queue), in one run. Each task is a
-/// `hash_chain` of one step (200,000 rounds); all are created at once, then polled every
-/// 250 ms until every one has completed with its exact digest. Prints the wall time of each
+/// `hash_chain` of one step (200,000 rounds); they are created 32 at a time, then polled (32
+/// at a time, every 250 ms) until every one has completed with its exact digest. Prints the wall time of each
 /// path, their ratio, tasks per second, and the serverless path's AWS calls and billed
 /// milliseconds per function (`AWS CALLS`). `BENCH_TASKS` sets N (default 50). Both paths run
 /// the test's profile: for release figures,
@@ -827,11 +827,15 @@ async fn serverless_throughput_next_to_the_local_server() {
         .unwrap_or(50);
     let rounds = 200_000u64;
     async fn run_all(c: &Client, n: usize, rounds: u64) -> Duration {
+        // One client, at most 32 requests in flight: the local server's edge refuses a client
+        // past 64 at once (429), as it should.
+        let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(32));
         let started = Instant::now();
         let creations: Vec<_> = (0..n)
             .map(|i| {
-                let c = c.clone();
+                let (c, gate) = (c.clone(), gate.clone());
                 tokio::spawn(async move {
+                    let _place = gate.acquire_owned().await.unwrap();
                     let seed = format!("bench-{i}");
                     let r = c
                         .tool("hash_chain", json!({"seed": seed, "rounds": rounds}))
@@ -843,8 +847,9 @@ async fn serverless_throughput_next_to_the_local_server() {
         let mut waits = Vec::new();
         for created in creations {
             let (seed, id) = created.await.unwrap();
-            let c = c.clone();
+            let (c, gate) = (c.clone(), gate.clone());
             waits.push(tokio::spawn(async move {
+                let _place = gate.acquire_owned().await.unwrap();
                 let done = poll_terminal(&c, &id, Duration::from_secs(600)).await;
                 assert_eq!(done["status"], "completed", "{done}");
                 let text = done["result"]["content"][0]["text"].as_str().unwrap_or("");

@@ -10,8 +10,8 @@ use crate::store::{StoreError, TaskKey};
 use crate::task::{TaskRecord, TaskStatus};
 
 impl Engine {
-    /// Every active task's key, page by page (recovery and the sweep see all of them, however
-    /// many wait on humans).
+    /// Every active task's key, page by page (start-up recovery of the embedded store sees all
+    /// of them; the orphan sweep reads only its candidates, see [`Engine::sweep_until`]).
     async fn all_active(&self) -> Result<Vec<TaskKey>, StoreError> {
         const PAGE: usize = 1000;
         let mut keys: Vec<TaskKey> = Vec::new();
