@@ -22,8 +22,6 @@ use crate::queue::QueueError;
 pub struct Round {
     /// Messages received (and handed to the worker).
     pub messages: usize,
-    /// The task ids the batch named, each once (bodies that are not work messages are skipped).
-    pub task_ids: Vec<String>,
     /// Messages the worker reported failed (left for redelivery).
     pub failed: usize,
     /// Messages deleted.
@@ -63,13 +61,6 @@ where
     if messages.is_empty() {
         return Ok(None);
     }
-    let mut task_ids: Vec<String> = messages
-        .iter()
-        .filter_map(|m| serde_json::from_str::<Value>(m.body()?).ok())
-        .filter_map(|b| b["task_id"].as_str().map(str::to_owned))
-        .collect();
-    task_ids.sort();
-    task_ids.dedup();
     let records: Vec<Value> = messages
         .iter()
         .map(|m| event_source_record(m, queue_arn))
@@ -78,7 +69,6 @@ where
     let reply = invoke(json!({ "Records": records })).await;
     let mut round = Round {
         messages: messages.len(),
-        task_ids,
         invoke_time: started.elapsed(),
         ..Round::default()
     };
