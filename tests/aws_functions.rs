@@ -503,6 +503,7 @@ async fn a_long_job_hands_over_at_each_deadline_and_completes_exactly() {
         "the last run resumed from a checkpoint: {done}"
     );
     assert!(runs >= 4, "only {runs} worker invocations handled the task");
+    xray_segments_follow_the_job(&env, &id, &root, runs, &expected).await;
     assert_routed(&env);
     // Each hand-over is one message: the start (mcp) and one continuation per later run.
     let sends = env
@@ -893,4 +894,69 @@ async fn serverless_throughput_next_to_the_local_server() {
         n as f64 / serverless_time.as_secs_f64(),
         serverless_time.as_secs_f64() / local_time.as_secs_f64(),
     );
+}
+
+/// The X-Ray side of the job above: one segment per worker run of the task (sent to the
+/// daemon at `AWS_XRAY_DAEMON_ADDRESS` as each message's handling ends), all in the trace of
+/// the request that created it (`root`), each the child of the segment that sent its message,
+/// the last one `completed`; no datagram carries the task's arguments, progress or result.
+async fn xray_segments_follow_the_job(env: &Env, id: &str, root: &str, runs: u32, digest: &str) {
+    let of_task = || -> Vec<Value> {
+        env.xray_segments()
+            .into_iter()
+            .filter(|s| s["annotations"]["task_id"] == id)
+            .collect()
+    };
+    // The last segment is sent just after the terminal write a client can already see.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !of_task()
+        .iter()
+        .any(|s| s["annotations"]["outcome"] == "completed")
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let segments = of_task();
+    assert_eq!(
+        segments.len(),
+        runs as usize,
+        "one segment per run: {segments:?}"
+    );
+    let trace_id = root.strip_prefix("Root=").unwrap();
+    let hex16 = |v: &Value| {
+        v.as_str()
+            .is_some_and(|s| s.len() == 16 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    let mut ids = std::collections::BTreeSet::new();
+    for s in &segments {
+        assert_eq!(s["trace_id"], trace_id, "in the request's trace: {s}");
+        assert_eq!(s["name"], "worker", "{s}");
+        assert!(hex16(&s["id"]) && hex16(&s["parent_id"]), "{s}");
+        assert!(
+            ids.insert(s["id"].to_string()),
+            "segment ids are unique: {s}"
+        );
+        assert!(s["end_time"].as_f64() >= s["start_time"].as_f64(), "{s}");
+        assert_eq!(s["annotations"]["action"], "done", "{s}");
+        assert!(s.get("fault").is_none(), "{s}");
+    }
+    let outcomes: Vec<&str> = segments
+        .iter()
+        .map(|s| s["annotations"]["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outcomes.iter().filter(|o| **o == "completed").count(),
+        1,
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        outcomes.iter().filter(|o| **o == "continued").count(),
+        runs as usize - 1,
+        "every other run handed over: {outcomes:?}"
+    );
+    for d in env.xray_datagrams() {
+        for secret in [digest, "Hashed ", "seed", "structuredContent"] {
+            assert!(!d.contains(secret), "{secret} in a segment: {d}");
+        }
+    }
 }

@@ -337,7 +337,8 @@ async fn next(State(api): State<Arc<RuntimeApi>>) -> Response {
                 inv.id.replace('-', "").get(..24).unwrap_or("0"),
             );
             api.trace_roots.lock().unwrap().push(root.clone());
-            format!("{root};Parent={:016x};Sampled=0", now_ms())
+            // Sampled, as Lambda's header is for a traced invocation the sampling rules keep.
+            format!("{root};Parent={:016x};Sampled=1", now_ms())
         })
         .body(Body::from(inv.event))
         .unwrap()
@@ -1243,6 +1244,9 @@ pub struct Env {
     children: Vec<(&'static str, Child)>,
     background: Vec<JoinHandle<()>>,
     log: Arc<Mutex<String>>,
+    /// What the functions sent to the X-Ray daemon (`AWS_XRAY_DAEMON_ADDRESS`), a datagram
+    /// each.
+    xray: Arc<Mutex<Vec<String>>>,
     started: Instant,
 }
 
@@ -1284,6 +1288,10 @@ impl Env {
         let counts = Arc::new(Counts::default());
         let log = Arc::new(Mutex::new(String::new()));
         let mut background = Vec::new();
+        // The X-Ray daemon Lambda runs beside a function with active tracing: here a UDP
+        // socket that keeps every datagram.
+        let (xray_addr, xray, daemon) = xray_daemon().await;
+        background.push(daemon);
         let mut children = Vec::new();
         let mut apis = Vec::new();
         let http = reqwest::Client::new();
@@ -1327,6 +1335,7 @@ impl Env {
                 .env("TABLE_NAME", &table)
                 .env("QUEUE_URL", &queue_url)
                 .env("TOOLS", "builtin")
+                .env("AWS_XRAY_DAEMON_ADDRESS", &xray_addr)
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
@@ -1404,6 +1413,7 @@ impl Env {
             children,
             background,
             log,
+            xray,
             started,
         })
     }
@@ -1527,6 +1537,43 @@ impl Env {
     pub fn logs(&self) -> String {
         self.log.lock().unwrap().clone()
     }
+
+    /// The X-Ray segments the functions sent so far, each checked to be a daemon datagram
+    /// (the format header line, then one segment document).
+    pub fn xray_segments(&self) -> Vec<serde_json::Value> {
+        self.xray
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                let (head, body) = d.split_once('\n').expect("a header line");
+                assert_eq!(head, r#"{"format":"json","version":1}"#, "{d}");
+                serde_json::from_str(body).expect("a JSON segment")
+            })
+            .collect()
+    }
+
+    /// The raw datagrams sent to the X-Ray daemon so far.
+    pub fn xray_datagrams(&self) -> Vec<String> {
+        self.xray.lock().unwrap().clone()
+    }
+}
+
+/// A stand-in X-Ray daemon on 127.0.0.1: its address, what it received, and its task.
+async fn xray_daemon() -> (String, Arc<Mutex<Vec<String>>>, JoinHandle<()>) {
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap().to_string();
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let sink = received.clone();
+    let task = tokio::spawn(async move {
+        let mut buf = vec![0u8; 65_536];
+        while let Ok(n) = socket.recv(&mut buf).await {
+            sink.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+    });
+    (addr, received, task)
 }
 
 /// Copies a child's output into the shared log, line by line, prefixed with the function;

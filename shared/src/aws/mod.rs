@@ -31,6 +31,7 @@ pub mod esm;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 pub mod sqs;
+pub mod xray;
 
 /// Loads the shared SDK configuration once (region, credentials, endpoint overrides). Build
 /// clients from it at cold start, never per request, with [`dynamodb_client`] and

@@ -2,6 +2,7 @@
 //! per record.
 
 use super::*;
+use crate::aws::xray::MessageSegment;
 
 /// What to do with one SQS record once the worker is done with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +35,33 @@ pub fn decide(outcome: &Result<Outcome, WorkerError>, last_delivery: bool) -> Ac
         (Err(WorkerError::Queue(_)), true) => Action::Retry,
         (Err(_), true) => Action::GiveUp,
         (Ok(_), _) => Action::Done,
+    }
+}
+
+impl Action {
+    /// The action's name in traces.
+    fn label(self) -> &'static str {
+        match self {
+            Action::Done => "done",
+            Action::Retry => "retry",
+            Action::GiveUp => "give_up",
+        }
+    }
+}
+
+/// What became of a message, in a word (traces): never the message or the task's data.
+fn outcome_label(outcome: &Result<Outcome, WorkerError>) -> &'static str {
+    match outcome {
+        Ok(Outcome::Dropped) => "dropped",
+        Ok(Outcome::Busy(_)) => "busy",
+        Ok(Outcome::Finished(status)) => status.as_str(),
+        Ok(Outcome::WaitingForInput) => "input_required",
+        Ok(Outcome::Continued) => "continued",
+        Ok(Outcome::Sleeping(_)) => "sleeping",
+        Ok(Outcome::Superseded) => "superseded",
+        Ok(Outcome::Deferred(_)) => "deferred",
+        Ok(Outcome::Rescheduled(..)) => "rescheduled",
+        Err(_) => "error",
     }
 }
 
@@ -95,9 +123,28 @@ impl SqsWorker {
         response
     }
 
+    /// Handles one record inside its X-Ray segment (sent when the handling ends, on every
+    /// path; see [`crate::aws::xray`]).
     async fn record(&self, record: &SqsMessage, deadline: Instant) -> Action {
+        let mut segment = MessageSegment::start(crate::aws::trace_header().as_deref());
+        let action = self.handle_record(record, deadline, &mut segment).await;
+        if let Some(s) = segment.as_mut() {
+            s.annotate("action", action.label());
+        }
+        action
+    }
+
+    async fn handle_record(
+        &self,
+        record: &SqsMessage,
+        deadline: Instant,
+        segment: &mut Option<MessageSegment>,
+    ) -> Action {
         let message_id = record.message_id.as_deref().unwrap_or("");
         let receives = receive_count(record);
+        if let Some(s) = segment.as_mut() {
+            s.annotate("receives", receives);
+        }
         let last = receives >= self.max_receives;
         let parsed = record
             .body
@@ -109,7 +156,16 @@ impl SqsWorker {
             tracing::error!(message_id, receives, "unreadable work message");
             return Action::Retry;
         };
+        if let Some(s) = segment.as_mut() {
+            s.annotate("task_id", msg.task_id.as_str());
+        }
         let outcome = self.worker.handle(&msg, Some(deadline)).await;
+        if let Some(s) = segment.as_mut() {
+            s.annotate("outcome", outcome_label(&outcome));
+            if outcome.is_err() {
+                s.fault();
+            }
+        }
         // Waiting its tenant's turn, or a sleeping job's next hop: a fresh message (its receive
         // count starts again), then this one is deleted. Should the send fail, this one is
         // retried instead.
