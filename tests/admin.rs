@@ -418,7 +418,7 @@ mod aws {
     use mcp_tasks_core::aws::dynamo::{DynamoStore, create_table};
     use mcp_tasks_core::aws::sqs::SqsQueue;
     use mcp_tasks_core::queue::{WorkKind, WorkMessage};
-    use mcp_tasks_core::store::TaskStore as _;
+    use mcp_tasks_core::store::{TaskRef, TaskStore as _};
     use mcp_tasks_core::task::{Lease, TaskRecord, new_task_id};
     use serde_json::{Value, json};
 
@@ -430,7 +430,7 @@ mod aws {
             .create(&t, &json!({"seconds": 600, "note": "ARG-SECRET"}))
             .await
             .unwrap();
-        store.get(tenant, &t.task_id).await.unwrap().unwrap()
+        store.get(t.key()).await.unwrap().unwrap()
     }
 
     /// Receives every message of `url` (waiting up to a few seconds for stragglers).
@@ -578,7 +578,10 @@ mod aws {
         let c = mcp(&["tasks", "cancel", &alice[0].task_id, "--tenant", "alice"]).ok();
         assert_eq!(c.stdout.trim(), format!("cancelled {}", alice[0].task_id));
         let now = store
-            .get("alice", &alice[0].task_id)
+            .get(TaskRef {
+                tenant: "alice",
+                task_id: &alice[0].task_id,
+            })
             .await
             .unwrap()
             .unwrap();
@@ -586,7 +589,10 @@ mod aws {
         let c = mcp(&["tasks", "cancel", &alice[2].task_id, "--tenant", "alice"]).ok();
         assert!(c.stdout.starts_with("cancel requested for"), "{c:?}");
         let now = store
-            .get("alice", &alice[2].task_id)
+            .get(TaskRef {
+                tenant: "alice",
+                task_id: &alice[2].task_id,
+            })
             .await
             .unwrap()
             .unwrap();

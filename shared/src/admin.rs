@@ -33,7 +33,7 @@ use crate::clock::{iso8601, now_ms};
 use crate::engine::{Engine, TaskSettings};
 use crate::queue::{LocalQueue, WorkQueue};
 use crate::store::embedded::EmbeddedStore;
-use crate::store::{StoreError, TaskKey, TaskStore};
+use crate::store::{StoreError, TaskKey, TaskRef, TaskStore};
 use crate::task::{TaskRecord, TaskStatus, is_valid_task_id};
 
 /// Tasks listed per page unless told otherwise.
@@ -336,7 +336,7 @@ pub async fn list(store: &dyn TaskStore, query: &ListQuery) -> Result<TaskPage, 
                 // Re-read each key: the listing may lag the writes (DynamoDB's indexes).
                 let mut records = Vec::with_capacity(keys.len());
                 for k in &keys {
-                    records.push(store.get(&k.tenant, &k.task_id).await?);
+                    records.push(store.get(k.borrowed()).await?);
                 }
                 if let Some(done) = page.take(records, &keys, full, &wanted) {
                     return Ok(done);
@@ -470,7 +470,10 @@ pub async fn show(
     let mut record = read(store, tenant, task_id).await?;
     let inline = record.inline_arguments.take();
     let arguments = match with_arguments {
-        true => store.arguments(tenant, task_id).await?.or(inline),
+        true => store
+            .arguments(TaskRef { tenant, task_id })
+            .await?
+            .or(inline),
         false => None,
     };
     let expired = record.is_expired(now_ms());
@@ -487,7 +490,7 @@ async fn read(
     task_id: &str,
 ) -> Result<TaskRecord, AdminError> {
     store
-        .get(tenant, task_id)
+        .get(TaskRef { tenant, task_id })
         .await?
         .ok_or_else(|| AdminError::NotFound {
             tenant: shown(tenant),

@@ -12,7 +12,9 @@ use serde_json::{Map, Value};
 use crate::clock::now_ms;
 use crate::queue::{WorkKind, WorkMessage, WorkQueue};
 use crate::quota::{Limit, QuotaExceeded, Quotas, RateLimiter};
-use crate::store::{MAX_CLIENT_RECORD_BYTES, StoreError, TaskStore, arguments_len, record_len};
+use crate::store::{
+    MAX_CLIENT_RECORD_BYTES, StoreError, TaskRef, TaskStore, arguments_len, record_len,
+};
 use crate::task::{TaskRecord, TaskStatus, is_valid_task_id, new_task_id};
 use crate::tools::Claim;
 
@@ -230,7 +232,7 @@ impl Engine {
         if !is_valid_task_id(task_id) {
             return Err(EngineError::NotFound);
         }
-        match self.store.get(tenant, task_id).await {
+        match self.store.get(TaskRef { tenant, task_id }).await {
             Ok(Some(t)) if !t.is_expired(now_ms()) => Ok(t),
             Ok(_) => Err(EngineError::NotFound),
             Err(e) => Err(internal("reading a task failed", e)),

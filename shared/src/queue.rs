@@ -11,6 +11,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
+use crate::store::TaskRef;
+
 /// Why a message is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -38,6 +40,16 @@ pub struct WorkMessage {
     pub task_id: String,
     /// Why.
     pub kind: WorkKind,
+}
+
+impl WorkMessage {
+    /// The identity of the task the message names, as the store's calls take it.
+    pub fn key(&self) -> TaskRef<'_> {
+        TaskRef {
+            tenant: &self.tenant,
+            task_id: &self.task_id,
+        }
+    }
 }
 
 /// Why a queue call failed: what failed, and the backend's own error when there is one (for

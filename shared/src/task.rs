@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use crate::clock::{iso8601, now_ms};
 use crate::protocol::ErrorObject;
+use crate::store::TaskRef;
 
 /// The five statuses of SEP-2663.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -237,6 +238,14 @@ impl TaskRecord {
             wake_seq: 0,
             sweeps: 0,
             sweep_after_ms: None,
+        }
+    }
+
+    /// The task's identity, as the store's calls take it.
+    pub fn key(&self) -> TaskRef<'_> {
+        TaskRef {
+            tenant: &self.tenant,
+            task_id: &self.task_id,
         }
     }
 

@@ -28,7 +28,7 @@ use aws_sdk_dynamodb::config::{Credentials, Region};
 use aws_sdk_dynamodb::types::{AttributeValue, TimeToLiveStatus};
 use mcp_tasks_core::aws::dynamo::{self, DynamoStore};
 use mcp_tasks_core::store::contract::{args, task};
-use mcp_tasks_core::store::{MAX_RECORD_BYTES, StoreError, TaskKey, TaskStore, contract};
+use mcp_tasks_core::store::{MAX_RECORD_BYTES, StoreError, TaskKey, TaskRef, TaskStore, contract};
 use mcp_tasks_core::task::{TaskRecord, TaskStatus};
 use serde_json::{Value, json};
 
@@ -117,11 +117,11 @@ impl TaskStore for SerialWrites {
         };
         self.store.create(t, args).await
     }
-    async fn get(&self, tenant: &str, id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        self.store.get(tenant, id).await
+    async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
+        self.store.get(id).await
     }
-    async fn arguments(&self, tenant: &str, id: &str) -> Result<Option<Value>, StoreError> {
-        self.store.arguments(tenant, id).await
+    async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
+        self.store.arguments(id).await
     }
     async fn update(&self, t: &TaskRecord) -> Result<u64, StoreError> {
         let _one = match &self.gate {
@@ -148,8 +148,8 @@ impl TaskStore for SerialWrites {
     async fn list_expired(&self, now: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
         self.store.list_expired(now, limit).await
     }
-    async fn delete(&self, tenant: &str, id: &str) -> Result<(), StoreError> {
-        self.store.delete(tenant, id).await
+    async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError> {
+        self.store.delete(id).await
     }
 }
 
@@ -239,14 +239,38 @@ async fn a_task_is_never_readable_or_writable_from_another_tenant() {
     two.task_id = "b#c".into();
     store.create(&one, &args()).await.unwrap();
     store.create(&two, &args()).await.unwrap();
-    assert_eq!(store.get("a#b", "c").await.unwrap(), Some(one.clone()));
-    assert_eq!(store.get("a", "b#c").await.unwrap(), Some(two.clone()));
+    assert_eq!(
+        store
+            .get(TaskRef {
+                tenant: "a#b",
+                task_id: "c"
+            })
+            .await
+            .unwrap(),
+        Some(one.clone())
+    );
+    assert_eq!(
+        store
+            .get(TaskRef {
+                tenant: "a",
+                task_id: "b#c"
+            })
+            .await
+            .unwrap(),
+        Some(two.clone())
+    );
 
     let t = task("tenant-a", None);
     store.create(&t, &args()).await.unwrap();
     for other in ["tenant-b", "tenant-a#", "", "tenant"] {
         assert_eq!(
-            store.get(other, &t.task_id).await.unwrap(),
+            store
+                .get(TaskRef {
+                    tenant: other,
+                    task_id: &t.task_id
+                })
+                .await
+                .unwrap(),
             None,
             "{other:?}"
         );
@@ -257,7 +281,13 @@ async fn a_task_is_never_readable_or_writable_from_another_tenant() {
             store.update(&foreign).await,
             Err(StoreError::Conflict)
         ));
-        store.delete(other, &t.task_id).await.unwrap();
+        store
+            .delete(TaskRef {
+                tenant: other,
+                task_id: &t.task_id,
+            })
+            .await
+            .unwrap();
         // A failed conditional update must not have created an item under the foreign key.
         assert!(
             raw_item(&client, store.table_name(), dynamo::pk(other, &t.task_id))
@@ -265,7 +295,7 @@ async fn a_task_is_never_readable_or_writable_from_another_tenant() {
                 .is_none()
         );
     }
-    assert_eq!(store.get("tenant-a", &t.task_id).await.unwrap(), Some(t));
+    assert_eq!(store.get(t.key()).await.unwrap(), Some(t));
     drop_table(&client, store.table_name()).await;
 }
 
@@ -286,14 +316,14 @@ async fn oversized_records_are_refused_and_store_nothing() {
 
     let small = task("a", None);
     store.create(&small, &args()).await.unwrap();
-    let mut done = store.get("a", &small.task_id).await.unwrap().unwrap();
+    let mut done = store.get(small.key()).await.unwrap().unwrap();
     done.complete(json!({"content": [{"type": "text", "text": "z".repeat(MAX_RECORD_BYTES)}]}))
         .unwrap();
     assert!(matches!(
         store.update(&done).await,
         Err(StoreError::TooLarge(_))
     ));
-    let now = store.get("a", &small.task_id).await.unwrap().unwrap();
+    let now = store.get(small.key()).await.unwrap().unwrap();
     assert_eq!(now, small, "a refused update changes nothing");
     drop_table(&client, store.table_name()).await;
 }
@@ -343,7 +373,7 @@ async fn records_that_fit_locally_fit_dynamodb_too() {
             .create(&t, &args())
             .await
             .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let read = store.get("a", &t.task_id).await.unwrap().unwrap();
+        let read = store.get(t.key()).await.unwrap().unwrap();
         assert_eq!(read, t, "{what}");
         let mut next = read.clone();
         next.status_message = Some("moved".into());
@@ -395,11 +425,7 @@ async fn active_listing_pages_across_shards() {
 
     // Continue after a key that has since finished (it left the index).
     let pivot = listed[9].clone();
-    let mut done = store
-        .get(&pivot.tenant, &pivot.task_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let mut done = store.get(pivot.borrowed()).await.unwrap().unwrap();
     done.cancel().unwrap();
     store.update(&done).await.unwrap();
     let rest = store.list_active(Some(&pivot), 100).await.unwrap();
@@ -743,15 +769,15 @@ async fn a_lost_answer_to_a_conditional_write_is_not_a_conflict() {
                 .await
                 .unwrap_or_else(|e| panic!("{loss:?} {spoil:?}: create: {e}"));
             tokio::time::sleep(std::time::Duration::from_millis(400)).await; // a late landing
-            let stored = direct.get("lossy", &t.task_id).await.unwrap().unwrap();
+            let stored = direct.get(t.key()).await.unwrap().unwrap();
             assert_eq!(stored.version, t.version, "{loss:?} {spoil:?}");
             assert_eq!(
-                direct.arguments("lossy", &t.task_id).await.unwrap(),
+                direct.arguments(t.key()).await.unwrap(),
                 Some(args.clone()),
                 "{loss:?} {spoil:?}"
             );
         }
-        let stored = direct.get("lossy", &t.task_id).await.unwrap().unwrap();
+        let stored = direct.get(t.key()).await.unwrap().unwrap();
 
         let mut next = stored.clone();
         next.status_message = Some("halfway".into());
@@ -765,7 +791,7 @@ async fn a_lost_answer_to_a_conditional_write_is_not_a_conflict() {
             "{loss:?}"
         );
         tokio::time::sleep(std::time::Duration::from_millis(400)).await; // a late landing
-        let now = direct.get("lossy", &t.task_id).await.unwrap().unwrap();
+        let now = direct.get(t.key()).await.unwrap().unwrap();
         assert_eq!(now.version, stored.version + 1, "{loss:?}: applied once");
         assert_eq!(now.status_message.as_deref(), Some("halfway"));
         assert!(
@@ -842,7 +868,7 @@ async fn arguments_live_in_their_own_item_and_record_writes_leave_it_alone() {
     );
 
     // Checkpoints and the end of the task rewrite the record only.
-    let mut cur = store.get("big", &t.task_id).await.unwrap().unwrap();
+    let mut cur = store.get(t.key()).await.unwrap().unwrap();
     for step in 0..3 {
         cur.checkpoint = json!({"step": step});
         cur.version = store.update(&cur).await.unwrap();
@@ -853,10 +879,7 @@ async fn arguments_live_in_their_own_item_and_record_writes_leave_it_alone() {
         .await
         .unwrap();
     assert_eq!(after, args_item);
-    assert_eq!(
-        store.arguments("big", &t.task_id).await.unwrap(),
-        Some(given)
-    );
+    assert_eq!(store.arguments(t.key()).await.unwrap(), Some(given));
 
     // Never listed, never readable as a task, not even by its own tenant.
     let other = task("big", Some(600_000));
@@ -874,10 +897,28 @@ async fn arguments_live_in_their_own_item_and_record_writes_leave_it_alone() {
     assert_eq!(store.count_tenant_active("big", 100).await.unwrap(), 1);
     assert_eq!(store.list_expired(u64::MAX, 100).await.unwrap().len(), 2);
     let as_id = key.strip_prefix(&dynamo::tenant_prefix("big")).unwrap();
-    assert_eq!(store.get("big", as_id).await.unwrap(), None);
-    assert_eq!(store.arguments("big", as_id).await.unwrap(), None);
+    assert_eq!(
+        store
+            .get(TaskRef {
+                tenant: "big",
+                task_id: as_id
+            })
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .arguments(TaskRef {
+                tenant: "big",
+                task_id: as_id
+            })
+            .await
+            .unwrap(),
+        None
+    );
 
-    store.delete("big", &t.task_id).await.unwrap();
+    store.delete(t.key()).await.unwrap();
     assert!(raw_item(&client, store.table_name(), key).await.is_none());
     drop_table(&client, store.table_name()).await;
 }
@@ -960,7 +1001,16 @@ async fn a_record_is_trusted_only_at_its_own_key() {
     };
     put_raw(&client, &table, under("tenant-b", &id)).await;
 
-    assert_eq!(store.get("tenant-b", &id).await.unwrap(), None);
+    assert_eq!(
+        store
+            .get(TaskRef {
+                tenant: "tenant-b",
+                task_id: &id
+            })
+            .await
+            .unwrap(),
+        None
+    );
     for res in [
         engine.get("tenant-b", &id).await.map(|_| ()),
         engine.cancel("tenant-b", &id).await,
@@ -979,7 +1029,13 @@ async fn a_record_is_trusted_only_at_its_own_key() {
             .is_empty()
     );
     assert_eq!(
-        store.get("tenant-a", &id).await.unwrap(),
+        store
+            .get(TaskRef {
+                tenant: "tenant-a",
+                task_id: &id
+            })
+            .await
+            .unwrap(),
         Some(a.clone()),
         "tenant A's task is untouched"
     );
@@ -987,7 +1043,16 @@ async fn a_record_is_trusted_only_at_its_own_key() {
     // Within one tenant: a copy under another task id is no second task.
     let other = format!("{id}-copy");
     put_raw(&client, &table, under("tenant-a", &other)).await;
-    assert_eq!(store.get("tenant-a", &other).await.unwrap(), None);
+    assert_eq!(
+        store
+            .get(TaskRef {
+                tenant: "tenant-a",
+                task_id: &other
+            })
+            .await
+            .unwrap(),
+        None
+    );
     assert!(engine.cancel("tenant-a", &other).await.is_err());
     let listed: Vec<String> = store
         .list_tenant_active("tenant-a", None, 10)
@@ -997,7 +1062,16 @@ async fn a_record_is_trusted_only_at_its_own_key() {
         .map(|t| t.task_id)
         .collect();
     assert_eq!(listed, std::slice::from_ref(&id));
-    assert_eq!(store.get("tenant-a", &id).await.unwrap(), Some(a));
+    assert_eq!(
+        store
+            .get(TaskRef {
+                tenant: "tenant-a",
+                task_id: &id
+            })
+            .await
+            .unwrap(),
+        Some(a)
+    );
     drop_table(&client, &table).await;
 }
 
@@ -1167,7 +1241,7 @@ async fn the_sweep_reads_only_what_it_could_act_on_however_many_tasks_wait() {
     loop {
         let page = store.list_active(after.as_ref(), 1000).await.unwrap();
         for k in &page {
-            store.get(&k.tenant, &k.task_id).await.unwrap().unwrap();
+            store.get(k.borrowed()).await.unwrap().unwrap();
             read_all += 1;
         }
         if page.len() < 1000 {

@@ -72,7 +72,7 @@ use mcp_tasks_core::aws::sqs::SqsQueue;
 use mcp_tasks_core::engine::{Engine, TaskSettings};
 use mcp_tasks_core::jobs::{JobContext, JobError, Step, elicitation, text_result};
 use mcp_tasks_core::queue::{QueueError, WorkKind, WorkMessage, WorkQueue};
-use mcp_tasks_core::store::{StoreError, TaskKey, TaskStore};
+use mcp_tasks_core::store::{StoreError, TaskKey, TaskRef, TaskStore};
 use mcp_tasks_core::task::{TaskRecord, TaskStatus};
 use mcp_tasks_core::tools::{Policy, Registry, Tool, ToolDef};
 use mcp_tasks_core::worker::{Outcome, Worker, WorkerSettings};
@@ -347,12 +347,12 @@ impl TaskStore for Journaled {
         out
     }
 
-    async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        self.inner.get(tenant, task_id).await
+    async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.get(id).await
     }
 
-    async fn arguments(&self, tenant: &str, task_id: &str) -> Result<Option<Value>, StoreError> {
-        self.inner.arguments(tenant, task_id).await
+    async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
+        self.inner.arguments(id).await
     }
 
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
@@ -408,8 +408,8 @@ impl TaskStore for Journaled {
         self.inner.list_expired(now_ms, limit).await
     }
 
-    async fn delete(&self, tenant: &str, task_id: &str) -> Result<(), StoreError> {
-        self.inner.delete(tenant, task_id).await
+    async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError> {
+        self.inner.delete(id).await
     }
 }
 
@@ -509,7 +509,10 @@ impl Rig {
 
     async fn task(&self, task_id: &str) -> TaskRecord {
         self.store
-            .get(TENANT, task_id)
+            .get(TaskRef {
+                tenant: TENANT,
+                task_id,
+            })
             .await
             .expect("GetItem")
             .unwrap_or_else(|| panic!("task {task_id} vanished"))

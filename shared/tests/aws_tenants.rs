@@ -27,7 +27,7 @@ use mcp_tasks_core::aws::lambda::{Config, Ports, Role, SqsWorker};
 use mcp_tasks_core::aws::sqs::{self, SqsQueue};
 use mcp_tasks_core::engine::{CreateError, Engine};
 use mcp_tasks_core::quota::Limit;
-use mcp_tasks_core::store::TaskStore as _;
+use mcp_tasks_core::store::{TaskRef, TaskStore as _};
 use mcp_tasks_core::task::TaskStatus;
 use mcp_tasks_core::worker::WorkerSettings;
 use serde_json::{Value, json};
@@ -218,7 +218,10 @@ async fn a_flooding_tenant_waits_its_turn_and_never_delays_another() {
     let mut running = 0;
     for id in &accepted {
         let t = store
-            .get("tenant-a", id)
+            .get(TaskRef {
+                tenant: "tenant-a",
+                task_id: id,
+            })
             .await
             .unwrap()
             .expect("still there");

@@ -56,7 +56,14 @@ async fn a_status_filter_fills_pages_from_later_store_pages() {
     let store = MemoryStore::new();
     let ids = seeded(&store, "t", 6).await;
     for id in [&ids[1], &ids[4]] {
-        let mut t = store.get("t", id).await.unwrap().unwrap();
+        let mut t = store
+            .get(TaskRef {
+                tenant: "t",
+                task_id: id,
+            })
+            .await
+            .unwrap()
+            .unwrap();
         t.require_input([("k".to_owned(), json!({}))].into())
             .unwrap();
         store.update(&t).await.unwrap();
@@ -146,7 +153,14 @@ async fn cancel_goes_through_the_engine_and_refuses_finished_tasks() {
     let ids = seeded(&store, "t", 2).await;
     let engine = engine(store.clone(), None);
     // A dead server's lease: cancelled at once all the same.
-    let mut t = store.get("t", &ids[0]).await.unwrap().unwrap();
+    let mut t = store
+        .get(TaskRef {
+            tenant: "t",
+            task_id: &ids[0],
+        })
+        .await
+        .unwrap()
+        .unwrap();
     t.lease = Some(Lease {
         owner: "gone".into(),
         expires_at_ms: u64::MAX / 2,
@@ -168,7 +182,14 @@ async fn cancel_goes_through_the_engine_and_refuses_finished_tasks() {
         "{again:?}"
     );
     // Cooperative, under a live lease: the flag, not yet the status.
-    let mut t = store.get("t", &ids[1]).await.unwrap().unwrap();
+    let mut t = store
+        .get(TaskRef {
+            tenant: "t",
+            task_id: &ids[1],
+        })
+        .await
+        .unwrap()
+        .unwrap();
     t.lease = Some(Lease {
         owner: "alive".into(),
         expires_at_ms: now_ms() + 60_000,

@@ -243,7 +243,7 @@ mod tests {
             let took = |what: &str| println!("{what} failed after {:?}", now.elapsed());
             tokio::join!(
                 async {
-                    let r = store.get("t", &task.task_id).await;
+                    let r = store.get(task.key()).await;
                     took("get");
                     r
                 },

@@ -61,7 +61,7 @@ impl Engine {
 
     /// Releases one dead run's lease; true when the task was re-enqueued.
     async fn recover_one(&self, k: TaskKey) -> Result<bool, StoreError> {
-        let Some(mut task) = self.store.get(&k.tenant, &k.task_id).await? else {
+        let Some(mut task) = self.store.get(k.borrowed()).await? else {
             return Ok(false);
         };
         if task.lease.take().is_some() {
@@ -214,7 +214,7 @@ impl Engine {
         let keys = self.store.list_expired(now_ms(), 1000).await?;
         let mut stats = PurgeStats::default();
         for k in &keys {
-            match self.store.delete(&k.tenant, &k.task_id).await {
+            match self.store.delete(k.borrowed()).await {
                 Ok(()) => stats.purged += 1,
                 Err(e) => {
                     tracing::warn!(task_id = %k.task_id, error = %e, "purge.delete_failed");

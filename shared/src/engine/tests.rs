@@ -2,8 +2,8 @@ use serde_json::json;
 
 use super::*;
 use crate::queue::LocalQueue;
-use crate::store::TaskKey;
 use crate::store::memory::MemoryStore;
+use crate::store::{TaskKey, TaskRef};
 
 fn engine() -> (
     Engine,
@@ -43,7 +43,7 @@ async fn the_sweep_recovers_a_task_stored_but_never_enqueued() {
         .await
         .unwrap();
     rx.try_recv().unwrap(); // its own start message
-    let mut held = store.get("t", &task.task_id).await.unwrap().unwrap();
+    let mut held = store.get(task.key()).await.unwrap().unwrap();
     held.lease = Some(crate::task::Lease {
         owner: "alive".into(),
         expires_at_ms: now_ms() + 60_000,
@@ -91,14 +91,14 @@ impl TaskStore for Patchy {
     async fn create(&self, task: &TaskRecord, args: &Value) -> Result<(), StoreError> {
         self.inner.create(task, args).await
     }
-    async fn arguments(&self, tenant: &str, id: &str) -> Result<Option<Value>, StoreError> {
-        self.inner.arguments(tenant, id).await
+    async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
+        self.inner.arguments(id).await
     }
-    async fn get(&self, tenant: &str, id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        if self.bad.contains(id) {
+    async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
+        if self.bad.contains(id.task_id) {
             return Err(StoreError::backend("unreadable"));
         }
-        self.inner.get(tenant, id).await
+        self.inner.get(id).await
     }
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
         self.inner.update(task).await
@@ -113,11 +113,11 @@ impl TaskStore for Patchy {
     async fn list_expired(&self, now: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
         self.inner.list_expired(now, limit).await
     }
-    async fn delete(&self, tenant: &str, id: &str) -> Result<(), StoreError> {
-        if self.bad.contains(id) {
+    async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError> {
+        if self.bad.contains(id.task_id) {
             return Err(StoreError::backend("refused"));
         }
-        self.inner.delete(tenant, id).await
+        self.inner.delete(id).await
     }
 }
 
@@ -183,10 +183,7 @@ async fn cancel_at_once_cancels_or_says_the_task_had_ended() {
     rx.try_recv().unwrap();
     let cancelled = engine.cancel_at_once("t", &task.task_id).await.unwrap();
     assert_eq!(cancelled.status, TaskStatus::Cancelled);
-    assert_eq!(
-        store.get("t", &task.task_id).await.unwrap(),
-        Some(cancelled)
-    );
+    assert_eq!(store.get(task.key()).await.unwrap(), Some(cancelled));
     // Ended meanwhile (here: before): refused naming the status, nothing written.
     let err = engine.cancel_at_once("t", &task.task_id).await.unwrap_err();
     assert!(
@@ -203,7 +200,7 @@ async fn a_retried_update_has_no_second_effect() {
         .await
         .unwrap();
     rx.try_recv().unwrap();
-    let mut parked = store.get("t", &task.task_id).await.unwrap().unwrap();
+    let mut parked = store.get(task.key()).await.unwrap().unwrap();
     let mut reqs = std::collections::BTreeMap::new();
     reqs.insert(
         "ok".to_owned(),
@@ -214,11 +211,11 @@ async fn a_retried_update_has_no_second_effect() {
     let answer = json!({"ok": {"action": "accept", "content": {"ok": true}}});
     let answer = answer.as_object().unwrap();
     engine.update("t", &task.task_id, answer).await.unwrap();
-    let after_first = store.get("t", &task.task_id).await.unwrap().unwrap();
+    let after_first = store.get(task.key()).await.unwrap().unwrap();
     assert_eq!(after_first.status, TaskStatus::Working);
     assert_eq!(rx.try_recv().unwrap().kind, WorkKind::Resume);
     engine.update("t", &task.task_id, answer).await.unwrap();
-    let after_retry = store.get("t", &task.task_id).await.unwrap().unwrap();
+    let after_retry = store.get(task.key()).await.unwrap().unwrap();
     assert_eq!(after_retry, after_first, "the retry wrote nothing");
     assert!(rx.try_recv().is_err(), "and resumed nothing");
 }
@@ -303,7 +300,7 @@ async fn a_task_sent_again_waits_out_a_doubling_back_off() {
     let task = quiet_task(&store, Duration::from_secs(600), false).await;
     assert_eq!(engine.sweep(stale).await.unwrap().requeued, 1);
     rx.try_recv().unwrap();
-    let noted = store.get("t", &task.task_id).await.unwrap().unwrap();
+    let noted = store.get(task.key()).await.unwrap().unwrap();
     assert_eq!(noted.sweeps, 1);
     let after = noted.sweep_after_ms.unwrap();
     assert!(
@@ -324,7 +321,7 @@ async fn a_task_sent_again_waits_out_a_doubling_back_off() {
     store.update(&due).await.unwrap();
     assert_eq!(engine.sweep(stale).await.unwrap().requeued, 1);
     rx.try_recv().unwrap();
-    let twice = store.get("t", &task.task_id).await.unwrap().unwrap();
+    let twice = store.get(task.key()).await.unwrap().unwrap();
     assert_eq!(twice.sweeps, 2);
     assert!(
         twice.sweep_after_ms.unwrap() >= now_ms() + 3 * 290_000,

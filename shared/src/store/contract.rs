@@ -6,12 +6,18 @@ use std::future::Future;
 
 use serde_json::{Value, json};
 
-use super::{StoreError, TaskStore};
+use super::{StoreError, TaskRef, TaskStore};
 use crate::task::{TaskRecord, TaskStatus, new_task_id};
 
 /// A fresh `working` task of `tenant` (also for adapter-specific tests).
 pub fn task(tenant: &str, ttl_ms: Option<u64>) -> TaskRecord {
     TaskRecord::new(tenant, new_task_id(), "tool", ttl_ms, 1000, json!({}))
+}
+
+/// Task `task_id` of `tenant`, named apart from any record (the checks also ask for a task
+/// as another tenant).
+fn id<'a>(tenant: &'a str, task_id: &'a str) -> TaskRef<'a> {
+    TaskRef { tenant, task_id }
 }
 
 /// Arguments for [`task`]s whose arguments do not matter.
@@ -50,8 +56,8 @@ where
 async fn create_then_get_round_trips(s: &impl TaskStore) {
     let t = task("a", Some(60_000));
     s.create(&t, &args()).await.unwrap();
-    assert_eq!(s.get("a", &t.task_id).await.unwrap(), Some(t.clone()));
-    assert_eq!(s.get("a", "tsk_missing").await.unwrap(), None);
+    assert_eq!(s.get(id("a", &t.task_id)).await.unwrap(), Some(t.clone()));
+    assert_eq!(s.get(id("a", "tsk_missing")).await.unwrap(), None);
 }
 
 async fn create_twice_conflicts(s: &impl TaskStore) {
@@ -66,27 +72,27 @@ async fn create_twice_conflicts(s: &impl TaskStore) {
 async fn another_tenant_sees_nothing(s: &impl TaskStore) {
     let t = task("a", None);
     s.create(&t, &args()).await.unwrap();
-    assert_eq!(s.get("b", &t.task_id).await.unwrap(), None);
+    assert_eq!(s.get(id("b", &t.task_id)).await.unwrap(), None);
     let mut foreign = t.clone();
     foreign.tenant = "b".into();
     assert!(matches!(
         s.update(&foreign).await,
         Err(StoreError::Conflict)
     ));
-    s.delete("b", &t.task_id).await.unwrap();
-    assert!(s.get("a", &t.task_id).await.unwrap().is_some());
+    s.delete(id("b", &t.task_id)).await.unwrap();
+    assert!(s.get(id("a", &t.task_id)).await.unwrap().is_some());
 }
 
 async fn update_requires_the_read_version(s: &impl TaskStore) {
     let t = task("a", None);
     s.create(&t, &args()).await.unwrap();
-    let mut read = s.get("a", &t.task_id).await.unwrap().unwrap();
+    let mut read = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
     read.status_message = Some("step 1".into());
     let v = s.update(&read).await.unwrap();
     assert_eq!(v, read.version + 1);
     // The same stale version again loses.
     assert!(matches!(s.update(&read).await, Err(StoreError::Conflict)));
-    let now = s.get("a", &t.task_id).await.unwrap().unwrap();
+    let now = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
     assert_eq!(now.version, v);
     assert_eq!(now.status_message.as_deref(), Some("step 1"));
 }
@@ -94,28 +100,28 @@ async fn update_requires_the_read_version(s: &impl TaskStore) {
 async fn terminal_records_are_never_overwritten(s: &impl TaskStore) {
     let t = task("a", None);
     s.create(&t, &args()).await.unwrap();
-    let mut done = s.get("a", &t.task_id).await.unwrap().unwrap();
+    let mut done = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
     done.complete(json!({"content": []})).unwrap();
     s.update(&done).await.unwrap();
-    let mut again = s.get("a", &t.task_id).await.unwrap().unwrap();
+    let mut again = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
     // Even a write that bypasses the status machine is refused by the store.
     again.status = TaskStatus::Working;
     assert!(matches!(s.update(&again).await, Err(StoreError::Conflict)));
-    let now = s.get("a", &t.task_id).await.unwrap().unwrap();
+    let now = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
     assert_eq!(now.status, TaskStatus::Completed);
 }
 
 async fn only_one_of_two_racing_writers_wins(s: &impl TaskStore) {
     let t = task("a", None);
     s.create(&t, &args()).await.unwrap();
-    let read = s.get("a", &t.task_id).await.unwrap().unwrap();
+    let read = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
     let mut completes = read.clone();
     completes.complete(json!({"content": []})).unwrap();
     let mut cancels = read.clone();
     cancels.cancel().unwrap();
     let (a, b) = tokio::join!(s.update(&completes), s.update(&cancels));
     assert!(a.is_ok() != b.is_ok(), "exactly one writer wins");
-    let now = s.get("a", &t.task_id).await.unwrap().unwrap();
+    let now = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
     assert!(now.status.is_terminal());
 }
 
@@ -126,7 +132,7 @@ async fn active_and_expired_listings_track_status_and_ttl(s: &impl TaskStore) {
     s.create(&short, &args()).await.unwrap();
     let active = s.list_active(None, 100).await.unwrap();
     assert_eq!(active.len(), 2);
-    let mut done = s.get("a", &live.task_id).await.unwrap().unwrap();
+    let mut done = s.get(id("a", &live.task_id)).await.unwrap().unwrap();
     done.fail(crate::protocol::ErrorObject::internal("boom"))
         .unwrap();
     s.update(&done).await.unwrap();
@@ -241,14 +247,10 @@ async fn active_listing_pages_cover_every_task_once(s: &impl TaskStore) {
 
     // `after` may have left the listing since it was returned (finished, deleted).
     let first = s.list_active(None, 10).await.unwrap();
-    let mut done = s
-        .get(&first[4].tenant, &first[4].task_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let mut done = s.get(first[4].borrowed()).await.unwrap().unwrap();
     done.cancel().unwrap();
     s.update(&done).await.unwrap();
-    s.delete(&first[5].tenant, &first[5].task_id).await.unwrap();
+    s.delete(first[5].borrowed()).await.unwrap();
     assert_eq!(
         s.list_active(Some(&first[4]), 3).await.unwrap(),
         first[6..9].to_vec()
@@ -302,7 +304,10 @@ async fn tenant_listing_shows_only_that_tenants_active_tasks(s: &impl TaskStore)
         assert_eq!(got, *ids, "tenant {tenant:?}");
         for t in &listed {
             assert_eq!(t.tenant, *tenant);
-            assert_eq!(s.get(tenant, &t.task_id).await.unwrap().as_ref(), Some(t));
+            assert_eq!(
+                s.get(id(tenant, &t.task_id)).await.unwrap().as_ref(),
+                Some(t)
+            );
         }
     }
     for absent in ["", "b", "a#b#", "A", "u", "テ"] {
@@ -346,23 +351,23 @@ async fn tenant_listing_tracks_updates_and_terminal_transitions(s: &impl TaskSto
     }
     ids.sort();
     // A non-terminal change keeps the task listed, as it now reads.
-    let mut moved = s.get("t", &ids[0]).await.unwrap().unwrap();
+    let mut moved = s.get(id("t", &ids[0])).await.unwrap().unwrap();
     moved.status_message = Some("half way".into());
     s.update(&moved).await.unwrap();
-    let mut cancelled = s.get("t", &ids[1]).await.unwrap().unwrap();
+    let mut cancelled = s.get(id("t", &ids[1])).await.unwrap().unwrap();
     cancelled.cancel().unwrap();
     s.update(&cancelled).await.unwrap();
-    let mut failed = s.get("t", &ids[2]).await.unwrap().unwrap();
+    let mut failed = s.get(id("t", &ids[2])).await.unwrap().unwrap();
     failed
         .fail(crate::protocol::ErrorObject::internal("boom"))
         .unwrap();
     s.update(&failed).await.unwrap();
     let listed = s.list_tenant_active("t", None, 10).await.unwrap();
     assert_eq!(listed.len(), 2);
-    assert_eq!(listed[0], s.get("t", &ids[0]).await.unwrap().unwrap());
+    assert_eq!(listed[0], s.get(id("t", &ids[0])).await.unwrap().unwrap());
     assert_eq!(listed[0].status_message.as_deref(), Some("half way"));
     assert_eq!(listed[1].task_id, ids[3]);
-    s.delete("t", &ids[3]).await.unwrap();
+    s.delete(id("t", &ids[3])).await.unwrap();
     let listed = s.list_tenant_active("t", None, 10).await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].task_id, ids[0]);
@@ -406,10 +411,10 @@ async fn tenant_listing_pages_cover_every_task_once_in_order(s: &impl TaskStore)
 
     // `after` may have left the listing since it was returned (finished, deleted), or be an
     // id that never was the tenant's.
-    let mut done = s.get("p", &want[4]).await.unwrap().unwrap();
+    let mut done = s.get(id("p", &want[4])).await.unwrap().unwrap();
     done.cancel().unwrap();
     s.update(&done).await.unwrap();
-    s.delete("p", &want[5]).await.unwrap();
+    s.delete(id("p", &want[5])).await.unwrap();
     let ids = |page: Vec<TaskRecord>| page.into_iter().map(|t| t.task_id).collect::<Vec<_>>();
     let after_done = s.list_tenant_active("p", Some(&want[4]), 3).await.unwrap();
     assert_eq!(ids(after_done), want[6..9].to_vec());
@@ -432,13 +437,13 @@ async fn tenant_listing_pages_cover_every_task_once_in_order(s: &impl TaskStore)
 async fn oversized_records_are_refused_and_change_nothing(s: &impl TaskStore) {
     let t = task("a", None);
     s.create(&t, &args()).await.unwrap();
-    let mut big = s.get("a", &t.task_id).await.unwrap().unwrap();
+    let mut big = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
     big.complete(
         json!({"content": [{"type": "text", "text": "x".repeat(super::MAX_RECORD_BYTES)}]}),
     )
     .unwrap();
     assert!(matches!(s.update(&big).await, Err(StoreError::TooLarge(_))));
-    let now = s.get("a", &t.task_id).await.unwrap().unwrap();
+    let now = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
     assert_eq!(now.status, TaskStatus::Working);
     let mut huge = task("a", None);
     huge.checkpoint = json!("y".repeat(super::MAX_RECORD_BYTES));
@@ -446,8 +451,8 @@ async fn oversized_records_are_refused_and_change_nothing(s: &impl TaskStore) {
         s.create(&huge, &args()).await,
         Err(StoreError::TooLarge(_))
     ));
-    assert_eq!(s.get("a", &huge.task_id).await.unwrap(), None);
-    assert_eq!(s.arguments("a", &huge.task_id).await.unwrap(), None);
+    assert_eq!(s.get(id("a", &huge.task_id)).await.unwrap(), None);
+    assert_eq!(s.arguments(id("a", &huge.task_id)).await.unwrap(), None);
 }
 
 async fn arguments_are_written_once_and_read_back_exactly(s: &impl TaskStore) {
@@ -466,15 +471,15 @@ async fn arguments_are_written_once_and_read_back_exactly(s: &impl TaskStore) {
     let t = task("a", Some(60_000));
     s.create(&t, &given).await.unwrap();
     assert_eq!(
-        s.arguments("a", &t.task_id).await.unwrap(),
+        s.arguments(id("a", &t.task_id)).await.unwrap(),
         Some(given.clone())
     );
     // Never part of the record a reader of the task gets.
-    let read = s.get("a", &t.task_id).await.unwrap().unwrap();
+    let read = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
     assert_eq!(read.inline_arguments, None);
     // Another tenant, an unknown task, a key-like id: nothing.
-    assert_eq!(s.arguments("b", &t.task_id).await.unwrap(), None);
-    assert_eq!(s.arguments("a", "tsk_missing").await.unwrap(), None);
+    assert_eq!(s.arguments(id("b", &t.task_id)).await.unwrap(), None);
+    assert_eq!(s.arguments(id("a", "tsk_missing")).await.unwrap(), None);
     // A second create of the same key conflicts and leaves the first arguments.
     let mut again = t.clone();
     again.status_message = Some("again".into());
@@ -482,12 +487,12 @@ async fn arguments_are_written_once_and_read_back_exactly(s: &impl TaskStore) {
         s.create(&again, &json!({"other": true})).await,
         Err(StoreError::Conflict)
     ));
-    assert_eq!(s.arguments("a", &t.task_id).await.unwrap(), Some(given));
+    assert_eq!(s.arguments(id("a", &t.task_id)).await.unwrap(), Some(given));
     // Arguments of any JSON type are kept (the engine only ever stores objects).
     let scalar = task("a", None);
     s.create(&scalar, &json!(7)).await.unwrap();
     assert_eq!(
-        s.arguments("a", &scalar.task_id).await.unwrap(),
+        s.arguments(id("a", &scalar.task_id)).await.unwrap(),
         Some(json!(7))
     );
 }
@@ -496,25 +501,25 @@ async fn arguments_survive_every_record_write_and_go_with_delete(s: &impl TaskSt
     let given = json!({"seconds": 3, "pad": "p".repeat(50_000)});
     let t = task("a", Some(60_000));
     s.create(&t, &given).await.unwrap();
-    let mut cur = s.get("a", &t.task_id).await.unwrap().unwrap();
+    let mut cur = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
     for i in 0..3 {
         cur.checkpoint = json!({"step": i});
         cur.version = s.update(&cur).await.unwrap();
     }
     cur.complete(json!({"content": []})).unwrap();
     s.update(&cur).await.unwrap();
-    assert_eq!(s.arguments("a", &t.task_id).await.unwrap(), Some(given));
-    s.delete("a", &t.task_id).await.unwrap();
-    assert_eq!(s.arguments("a", &t.task_id).await.unwrap(), None);
+    assert_eq!(s.arguments(id("a", &t.task_id)).await.unwrap(), Some(given));
+    s.delete(id("a", &t.task_id)).await.unwrap();
+    assert_eq!(s.arguments(id("a", &t.task_id)).await.unwrap(), None);
     // A record of an earlier build, with its arguments inline, keeps them through updates.
     let mut old = task("a", None);
     old.inline_arguments = Some(json!({"inline": 1}));
     s.create(&old, &Value::Null).await.unwrap();
-    let mut cur = s.get("a", &old.task_id).await.unwrap().unwrap();
+    let mut cur = s.get(id("a", &old.task_id)).await.unwrap().unwrap();
     assert_eq!(cur.inline_arguments, Some(json!({"inline": 1})));
     cur.checkpoint = json!(1);
     s.update(&cur).await.unwrap();
-    let cur = s.get("a", &old.task_id).await.unwrap().unwrap();
+    let cur = s.get(id("a", &old.task_id)).await.unwrap().unwrap();
     assert_eq!(cur.inline_arguments, Some(json!({"inline": 1})));
 }
 
@@ -525,20 +530,20 @@ async fn oversized_arguments_are_refused_and_store_nothing(s: &impl TaskStore) {
         s.create(&t, &huge).await,
         Err(StoreError::TooLarge(_))
     ));
-    assert_eq!(s.get("a", &t.task_id).await.unwrap(), None);
-    assert_eq!(s.arguments("a", &t.task_id).await.unwrap(), None);
+    assert_eq!(s.get(id("a", &t.task_id)).await.unwrap(), None);
+    assert_eq!(s.arguments(id("a", &t.task_id)).await.unwrap(), None);
     // Just under the bound fits, beside a record of ordinary size.
     let fits = json!("z".repeat(super::MAX_RECORD_BYTES - 2));
     s.create(&t, &fits).await.unwrap();
-    assert_eq!(s.arguments("a", &t.task_id).await.unwrap(), Some(fits));
+    assert_eq!(s.arguments(id("a", &t.task_id)).await.unwrap(), Some(fits));
 }
 
 async fn delete_removes_and_is_idempotent(s: &impl TaskStore) {
     let t = task("a", Some(10));
     s.create(&t, &args()).await.unwrap();
-    s.delete("a", &t.task_id).await.unwrap();
-    s.delete("a", &t.task_id).await.unwrap();
-    assert_eq!(s.get("a", &t.task_id).await.unwrap(), None);
+    s.delete(id("a", &t.task_id)).await.unwrap();
+    s.delete(id("a", &t.task_id)).await.unwrap();
+    assert_eq!(s.get(id("a", &t.task_id)).await.unwrap(), None);
     assert!(s.list_active(None, 10).await.unwrap().is_empty());
     assert!(s.list_expired(u64::MAX, 10).await.unwrap().is_empty());
 }

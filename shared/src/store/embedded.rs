@@ -23,8 +23,8 @@ use tokio::sync::{mpsc, oneshot};
 use serde_json::Value;
 
 use super::{
-    StoreError, TaskKey, TaskStore, decode, encode, encode_arguments, key, key_of, split_key,
-    tenant_prefix,
+    StoreError, TaskKey, TaskRef, TaskStore, decode, encode, encode_arguments, key, key_of,
+    split_key, tenant_prefix,
 };
 use crate::task::TaskRecord;
 
@@ -432,14 +432,17 @@ impl TaskStore for EmbeddedStore {
             .map(|_| ())
     }
 
-    async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        self.read_one(&key(tenant, task_id))
+    async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
+        self.read_one(&key(id.tenant, id.task_id))
     }
 
-    async fn arguments(&self, tenant: &str, task_id: &str) -> Result<Option<Value>, StoreError> {
+    async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
         let txn = self.inner.db.begin_read().map_err(backend)?;
         let table = txn.open_table(ARGUMENTS).map_err(backend)?;
-        match table.get(key(tenant, task_id).as_str()).map_err(backend)? {
+        match table
+            .get(key(id.tenant, id.task_id).as_str())
+            .map_err(backend)?
+        {
             Some(v) => serde_json::from_slice(v.value()).map(Some).map_err(backend),
             None => Ok(None),
         }
@@ -554,8 +557,8 @@ impl TaskStore for EmbeddedStore {
         Ok(out)
     }
 
-    async fn delete(&self, tenant: &str, task_id: &str) -> Result<(), StoreError> {
-        self.write(Op::Delete(key(tenant, task_id)))
+    async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError> {
+        self.write(Op::Delete(key(id.tenant, id.task_id)))
             .await
             .map(|_| ())
     }

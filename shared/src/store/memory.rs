@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::{
-    StoreError, TaskKey, TaskStore, encode, encode_arguments, key, key_of, split_key, tenant_prefix,
+    StoreError, TaskKey, TaskRef, TaskStore, encode, encode_arguments, key, key_of, split_key,
+    tenant_prefix,
 };
 use crate::task::TaskRecord;
 
@@ -58,12 +59,12 @@ impl TaskStore for MemoryStore {
         Ok(())
     }
 
-    async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        Ok(self.items().get(&key(tenant, task_id)).cloned())
+    async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
+        Ok(self.items().get(&key(id.tenant, id.task_id)).cloned())
     }
 
-    async fn arguments(&self, tenant: &str, task_id: &str) -> Result<Option<Value>, StoreError> {
-        Ok(self.args().get(&key(tenant, task_id)).cloned())
+    async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
+        Ok(self.args().get(&key(id.tenant, id.task_id)).cloned())
     }
 
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
@@ -135,8 +136,8 @@ impl TaskStore for MemoryStore {
             .collect())
     }
 
-    async fn delete(&self, tenant: &str, task_id: &str) -> Result<(), StoreError> {
-        let k = key(tenant, task_id);
+    async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError> {
+        let k = key(id.tenant, id.task_id);
         let mut items = self.items();
         items.remove(&k);
         self.args().remove(&k);

@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::{QuietPage, StoreError, TaskKey, TaskStore};
+use super::{QuietPage, StoreError, TaskKey, TaskRef, TaskStore};
 use crate::metrics::{self, name};
 use crate::task::TaskRecord;
 
@@ -35,11 +35,11 @@ impl<S: TaskStore> TaskStore for Metered<S> {
         conflict("create", &r);
         r
     }
-    async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        self.0.get(tenant, task_id).await
+    async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
+        self.0.get(id).await
     }
-    async fn arguments(&self, tenant: &str, task_id: &str) -> Result<Option<Value>, StoreError> {
-        self.0.arguments(tenant, task_id).await
+    async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
+        self.0.arguments(id).await
     }
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
         let r = self.0.update(task).await;
@@ -97,7 +97,7 @@ impl<S: TaskStore> TaskStore for Metered<S> {
     async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
         self.0.list_expired(now_ms, limit).await
     }
-    async fn delete(&self, tenant: &str, task_id: &str) -> Result<(), StoreError> {
-        self.0.delete(tenant, task_id).await
+    async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError> {
+        self.0.delete(id).await
     }
 }

@@ -76,6 +76,37 @@ pub struct TaskKey {
     pub task_id: String,
 }
 
+impl TaskKey {
+    /// The key borrowed, as the store's calls take it.
+    pub fn borrowed(&self) -> TaskRef<'_> {
+        TaskRef {
+            tenant: &self.tenant,
+            task_id: &self.task_id,
+        }
+    }
+}
+
+/// A task's identity borrowed from wherever it is held (a request, a [`TaskRecord`], a
+/// [`WorkMessage`](crate::queue::WorkMessage), a [`TaskKey`]): what the store's calls on one
+/// task take, so reading a task allocates no key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TaskRef<'a> {
+    /// Owner tenant.
+    pub tenant: &'a str,
+    /// Task id.
+    pub task_id: &'a str,
+}
+
+impl TaskRef<'_> {
+    /// The identity as an owned [`TaskKey`].
+    pub fn to_key(self) -> TaskKey {
+        TaskKey {
+            tenant: self.tenant.to_owned(),
+            task_id: self.task_id.to_owned(),
+        }
+    }
+}
+
 /// One page of [`TaskStore::list_quiet`].
 #[derive(Debug, Default)]
 pub struct QuietPage {
@@ -159,10 +190,10 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Stores a new task and its arguments.
     async fn create(&self, task: &TaskRecord, arguments: &Value) -> Result<(), StoreError>;
     /// Reads one task of one tenant.
-    async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError>;
+    async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError>;
     /// The arguments one task of one tenant was created with (read by the worker once per run,
     /// never by the request path).
-    async fn arguments(&self, tenant: &str, task_id: &str) -> Result<Option<Value>, StoreError>;
+    async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError>;
     /// Conditionally replaces a task; returns the new version.
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError>;
     /// Keys of non-terminal tasks after `after` (in listing order), at most `limit`.
@@ -207,7 +238,13 @@ pub trait TaskStore: Send + Sync + 'static {
             if out.len() >= limit {
                 break;
             }
-            match self.get(tenant, &id).await? {
+            match self
+                .get(TaskRef {
+                    tenant,
+                    task_id: &id,
+                })
+                .await?
+            {
                 Some(t) if !t.status.is_terminal() => out.push(t),
                 _ => {}
             }
@@ -265,7 +302,7 @@ pub trait TaskStore: Send + Sync + 'static {
             ..QuietPage::default()
         };
         for k in keys {
-            match self.get(&k.tenant, &k.task_id).await {
+            match self.get(k.borrowed()).await {
                 Ok(Some(t)) if t.quiet_mark_ms().is_some_and(|m| m <= quiet_before_ms) => {
                     page.tasks.push(t)
                 }
@@ -290,7 +327,7 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Keys of all tasks whose expiry is at or before `now_ms`, at most `limit`.
     async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError>;
     /// Removes a task.
-    async fn delete(&self, tenant: &str, task_id: &str) -> Result<(), StoreError>;
+    async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError>;
 }
 
 /// Serializes a record, enforcing [`MAX_RECORD_BYTES`].
@@ -358,11 +395,11 @@ mod tests {
         async fn create(&self, task: &TaskRecord, args: &Value) -> Result<(), StoreError> {
             self.0.create(task, args).await
         }
-        async fn get(&self, tenant: &str, id: &str) -> Result<Option<TaskRecord>, StoreError> {
-            self.0.get(tenant, id).await
+        async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
+            self.0.get(id).await
         }
-        async fn arguments(&self, tenant: &str, id: &str) -> Result<Option<Value>, StoreError> {
-            self.0.arguments(tenant, id).await
+        async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
+            self.0.arguments(id).await
         }
         async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
             self.0.update(task).await
@@ -377,8 +414,8 @@ mod tests {
         async fn list_expired(&self, now: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
             self.0.list_expired(now, limit).await
         }
-        async fn delete(&self, tenant: &str, id: &str) -> Result<(), StoreError> {
-            self.0.delete(tenant, id).await
+        async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError> {
+            self.0.delete(id).await
         }
     }
 

@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use super::{QuietPage, StoreError, TaskKey, TaskStore};
+use super::{QuietPage, StoreError, TaskKey, TaskRef, TaskStore};
 use crate::task::TaskRecord;
 
 /// Where a subscription's wake-ups come from.
@@ -131,11 +131,11 @@ impl<S: TaskStore> TaskStore for Watched<S> {
         self.watchers.changed(&task.tenant, &task.task_id);
         Ok(())
     }
-    async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        self.inner.get(tenant, task_id).await
+    async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.get(id).await
     }
-    async fn arguments(&self, tenant: &str, task_id: &str) -> Result<Option<Value>, StoreError> {
-        self.inner.arguments(tenant, task_id).await
+    async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
+        self.inner.arguments(id).await
     }
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
         let version = self.inner.update(task).await?;
@@ -177,9 +177,9 @@ impl<S: TaskStore> TaskStore for Watched<S> {
     async fn list_expired(&self, now_ms: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
         self.inner.list_expired(now_ms, limit).await
     }
-    async fn delete(&self, tenant: &str, task_id: &str) -> Result<(), StoreError> {
-        self.inner.delete(tenant, task_id).await?;
-        self.watchers.changed(tenant, task_id);
+    async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError> {
+        self.inner.delete(id).await?;
+        self.watchers.changed(id.tenant, id.task_id);
         Ok(())
     }
 }

@@ -55,7 +55,7 @@ impl Worker {
                     return Ok(Outcome::Finished(task.status));
                 }
                 Err(StoreError::Conflict) => {
-                    let Some(stored) = self.store.get(&task.tenant, &task.task_id).await? else {
+                    let Some(stored) = self.store.get(task.key()).await? else {
                         return Ok(Outcome::Superseded);
                     };
                     if stored.status.is_terminal() {
@@ -101,12 +101,10 @@ impl Worker {
                     tracing::info!(task_id = %task.task_id, "task.failed");
                     return Ok(Outcome::Finished(TaskStatus::Failed));
                 }
-                Err(StoreError::Conflict) => {
-                    match self.store.get(&task.tenant, &task.task_id).await? {
-                        Some(stored) if !stored.status.is_terminal() => *task = stored,
-                        _ => return Ok(Outcome::Superseded),
-                    }
-                }
+                Err(StoreError::Conflict) => match self.store.get(task.key()).await? {
+                    Some(stored) if !stored.status.is_terminal() => *task = stored,
+                    _ => return Ok(Outcome::Superseded),
+                },
                 Err(e) => return Err(e.into()),
             }
         }
@@ -161,7 +159,7 @@ impl Worker {
                     break;
                 }
                 Err(StoreError::Conflict) => {
-                    let Some(stored) = self.store.get(&task.tenant, &task.task_id).await? else {
+                    let Some(stored) = self.store.get(task.key()).await? else {
                         return Ok(Outcome::Superseded);
                     };
                     match self.verdict(&stored, owner) {

@@ -10,7 +10,7 @@ impl Worker {
         owner: &str,
     ) -> Result<Result<TaskRecord, Outcome>, WorkerError> {
         loop {
-            let Some(mut task) = self.store.get(&msg.tenant, &msg.task_id).await? else {
+            let Some(mut task) = self.store.get(msg.key()).await? else {
                 return Ok(Err(Outcome::Dropped));
             };
             let now = now_ms();

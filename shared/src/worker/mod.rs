@@ -252,7 +252,7 @@ impl Worker {
         // them alone (records of earlier builds carry them inline).
         let arguments = match task.inline_arguments.clone() {
             Some(inline) => Some(inline),
-            None => self.store.arguments(&task.tenant, &task.task_id).await?,
+            None => self.store.arguments(task.key()).await?,
         };
         let Some(arguments) = arguments else {
             tracing::error!(task_id = %task.task_id, "task.arguments_missing");
@@ -277,7 +277,7 @@ impl Worker {
     /// should it die), so both are left alone. Returns whether this call ended the task.
     pub async fn abandon(&self, msg: &WorkMessage) -> Result<bool, WorkerError> {
         loop {
-            let Some(mut task) = self.store.get(&msg.tenant, &msg.task_id).await? else {
+            let Some(mut task) = self.store.get(msg.key()).await? else {
                 return Ok(false);
             };
             let now = now_ms();

@@ -244,7 +244,7 @@ impl Worker {
         owner: &str,
         progress: &ProgressSink,
     ) -> Result<Option<Interrupt>, WorkerError> {
-        let Some(stored) = self.store.get(&task.tenant, &task.task_id).await? else {
+        let Some(stored) = self.store.get(task.key()).await? else {
             return Ok(Some(Interrupt::Lost));
         };
         if let Some(i) = self.verdict(&stored, owner) {
@@ -302,7 +302,7 @@ impl Worker {
                     return Ok(None);
                 }
                 Err(StoreError::Conflict) => {
-                    let Some(stored) = self.store.get(&task.tenant, &task.task_id).await? else {
+                    let Some(stored) = self.store.get(task.key()).await? else {
                         return Ok(Some(Interrupt::Lost));
                     };
                     if let Some(i) = self.verdict(&stored, owner) {

@@ -7,6 +7,7 @@ use super::*;
 use crate::engine::{Engine, TaskSettings};
 use crate::jobs::text_result;
 use crate::queue::LocalQueue;
+use crate::store::TaskRef;
 use crate::store::memory::MemoryStore;
 use crate::tools::{Policy, ToolDef};
 
@@ -116,11 +117,7 @@ async fn create(r: &mut Rig, args: Value) -> WorkMessage {
 }
 
 async fn status(r: &Rig, msg: &WorkMessage) -> TaskRecord {
-    r.store
-        .get(&msg.tenant, &msg.task_id)
-        .await
-        .unwrap()
-        .unwrap()
+    r.store.get(msg.key()).await.unwrap().unwrap()
 }
 
 #[tokio::test]
@@ -597,7 +594,7 @@ async fn a_sleeping_job_is_parked_and_early_messages_are_given_back() {
     let started = Instant::now();
     let out = worker.handle(&msg, None).await.unwrap();
     assert_eq!(out, Outcome::Sleeping(Duration::from_millis(1500)));
-    let parked = store.get("t", &msg.task_id).await.unwrap().unwrap();
+    let parked = store.get(msg.key()).await.unwrap().unwrap();
     assert_eq!(parked.status, TaskStatus::Working);
     assert!(parked.lease.is_none(), "nothing holds a sleeping job");
     assert_eq!(parked.checkpoint, json!("woke"));
@@ -670,15 +667,15 @@ impl TaskStore for HangsAfter {
     async fn create(&self, task: &TaskRecord, args: &Value) -> Result<(), StoreError> {
         self.inner.create(task, args).await
     }
-    async fn get(&self, tenant: &str, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+    async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         if self.writes.load(Ordering::SeqCst) > self.ok {
             std::future::pending::<()>().await;
         }
-        self.inner.get(tenant, id).await
+        self.inner.get(id).await
     }
-    async fn arguments(&self, tenant: &str, id: &str) -> Result<Option<Value>, StoreError> {
-        self.inner.arguments(tenant, id).await
+    async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
+        self.inner.arguments(id).await
     }
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
         if self.writes.fetch_add(1, Ordering::SeqCst) >= self.ok {
@@ -700,8 +697,8 @@ impl TaskStore for HangsAfter {
     ) -> Result<Vec<crate::store::TaskKey>, StoreError> {
         self.inner.list_expired(now, limit).await
     }
-    async fn delete(&self, tenant: &str, id: &str) -> Result<(), StoreError> {
-        self.inner.delete(tenant, id).await
+    async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError> {
+        self.inner.delete(id).await
     }
 }
 

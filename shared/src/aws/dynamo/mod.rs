@@ -82,7 +82,7 @@ use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkErro
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use serde_json::Value;
 
-use crate::store::{QuietPage, StoreError, TaskKey, TaskStore, encode, encode_arguments};
+use crate::store::{QuietPage, StoreError, TaskKey, TaskRef, TaskStore, encode, encode_arguments};
 use crate::task::TaskRecord;
 
 mod backfill;
@@ -363,21 +363,21 @@ impl TaskStore for DynamoStore {
         .await
     }
 
-    async fn get(&self, tenant: &str, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        if task_id.starts_with('#') {
+    async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
+        if id.task_id.starts_with('#') {
             // Not a task key: the tenant's running-jobs and arguments items live there.
             return Ok(None);
         }
-        let key = pk(tenant, task_id);
+        let key = pk(id.tenant, id.task_id);
         let item = self.item_at(key.clone()).await?;
         Ok(item.and_then(|item| self.record_at(&key, item)))
     }
 
-    async fn arguments(&self, tenant: &str, task_id: &str) -> Result<Option<Value>, StoreError> {
-        if task_id.starts_with('#') {
+    async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
+        if id.task_id.starts_with('#') {
             return Ok(None);
         }
-        self.arguments_bytes(tenant, task_id)
+        self.arguments_bytes(id.tenant, id.task_id)
             .await?
             .map(|b| serde_json::from_slice(&b).map_err(|e| codec("deserialize", e)))
             .transpose()
@@ -643,10 +643,13 @@ impl TaskStore for DynamoStore {
         Ok(out)
     }
 
-    async fn delete(&self, tenant: &str, task_id: &str) -> Result<(), StoreError> {
+    async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError> {
         // Arguments first: a purge cut short leaves the record, so the next purge finds it and
         // finishes; the other order could strand an arguments item.
-        for key in [arguments_key(tenant, task_id), pk(tenant, task_id)] {
+        for key in [
+            arguments_key(id.tenant, id.task_id),
+            pk(id.tenant, id.task_id),
+        ] {
             self.client
                 .delete_item()
                 .table_name(&self.table)

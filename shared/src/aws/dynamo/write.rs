@@ -88,7 +88,7 @@ impl DynamoStore {
                 Failure::Throttled => {}
                 Failure::Unknown => {
                     maybe_applied = true;
-                    let read = self.get(&task.tenant, &task.task_id);
+                    let read = self.get(task.key());
                     let read = match until {
                         Some(u) => tokio::time::timeout_at(u, read).await.unwrap_or_else(|_| {
                             Err(StoreError::backend("dynamodb read-back timed out"))
@@ -161,7 +161,7 @@ impl DynamoStore {
     /// Whether the item now is exactly `landed` (a consistent read; a failed read says no).
     async fn holds(&self, landed: &TaskRecord) -> bool {
         matches!(
-            self.get(&landed.tenant, &landed.task_id).await,
+            self.get(landed.key()).await,
             Ok(Some(stored)) if stored == *landed
         )
     }

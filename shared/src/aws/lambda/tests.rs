@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::queue::LocalQueue;
 use crate::store::memory::MemoryStore;
-use crate::store::{TaskKey, TaskStore};
+use crate::store::{TaskKey, TaskRef, TaskStore};
 use crate::task::{Lease, TaskRecord, TaskStatus};
 
 const SQS_EVENT: &str = include_str!("../../../../events/sqs-work-message.json");
@@ -137,10 +137,10 @@ impl TaskStore for Flaky {
     async fn create(&self, task: &TaskRecord, args: &Value) -> Result<(), StoreError> {
         self.inner.create(task, args).await
     }
-    async fn arguments(&self, tenant: &str, id: &str) -> Result<Option<Value>, StoreError> {
-        self.inner.arguments(tenant, id).await
+    async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
+        self.inner.arguments(id).await
     }
-    async fn get(&self, tenant: &str, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+    async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
         if self
             .fail_gets
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -148,7 +148,7 @@ impl TaskStore for Flaky {
         {
             return Err(StoreError::backend("throttled"));
         }
-        self.inner.get(tenant, id).await
+        self.inner.get(id).await
     }
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
         self.inner.update(task).await
@@ -166,8 +166,8 @@ impl TaskStore for Flaky {
     async fn list_expired(&self, now: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
         self.inner.list_expired(now, limit).await
     }
-    async fn delete(&self, tenant: &str, id: &str) -> Result<(), StoreError> {
-        self.inner.delete(tenant, id).await
+    async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError> {
+        self.inner.delete(id).await
     }
 }
 
@@ -227,11 +227,7 @@ fn soon() -> Instant {
 }
 
 async fn status(r: &Rig, msg: &WorkMessage) -> TaskRecord {
-    r.store
-        .get(&msg.tenant, &msg.task_id)
-        .await
-        .unwrap()
-        .unwrap()
+    r.store.get(msg.key()).await.unwrap().unwrap()
 }
 
 #[tokio::test]
@@ -365,7 +361,7 @@ async fn the_purge_runs_when_the_orphan_sweep_fails() {
     let out = Sweeper::new(&config, &r.ports).run(None).await;
     assert!(out.is_err(), "the failed half is reported");
     assert_eq!(
-        r.store.get("t", "tsk_x").await.unwrap(),
+        r.store.get(expired.key()).await.unwrap(),
         None,
         "purged all the same"
     );

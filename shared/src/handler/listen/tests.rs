@@ -9,9 +9,9 @@ use crate::handler::{HttpRequest, ServiceConfig};
 use crate::protocol::PROTOCOL_VERSION;
 use crate::protocol::state::StateSealer;
 use crate::queue::LocalQueue;
-use crate::store::TaskStore;
 use crate::store::memory::MemoryStore;
 use crate::store::watch::{Watched, Watchers};
+use crate::store::{TaskRef, TaskStore};
 use crate::tools::Registry;
 use crate::tools::builtin::builtin_tools;
 
@@ -154,7 +154,15 @@ async fn changes_are_pushed_then_the_stream_closes_once_the_task_is_terminal() {
     assert_eq!(now["params"]["_meta"][SUBSCRIPTION_ID], "sub-1");
 
     // Input required: pushed with the requests.
-    let mut t = r.store.get("local", &id).await.unwrap().unwrap();
+    let mut t = r
+        .store
+        .get(TaskRef {
+            tenant: "local",
+            task_id: &id,
+        })
+        .await
+        .unwrap()
+        .unwrap();
     let mut asks = BTreeMap::new();
     asks.insert(
         "ok".to_owned(),

@@ -63,7 +63,7 @@ async fn reads_racing_writes_never_go_back() {
             set.spawn(async move {
                 let mut last = 0;
                 for _ in 0..2000 {
-                    let got = store.get("t", &t.task_id).await.unwrap().unwrap();
+                    let got = store.get(t.key()).await.unwrap().unwrap();
                     assert!(
                         got.version >= last,
                         "went back from {last} to {}",
@@ -86,7 +86,7 @@ async fn reads_racing_writes_never_go_back() {
             r.unwrap();
         }
         for t in &tasks {
-            let got = store.get("t", &t.task_id).await.unwrap().unwrap();
+            let got = store.get(t.key()).await.unwrap().unwrap();
             assert_eq!(got.version, writes, "cap {cap}");
         }
     }
@@ -102,17 +102,17 @@ async fn records_and_indexes_survive_reopening() {
         store.create(&task, &json!({"a": 1})).await.unwrap();
     }
     let store = EmbeddedStore::open(&path).unwrap();
-    let got = store.get("t", &task.task_id).await.unwrap().unwrap();
+    let got = store.get(task.key()).await.unwrap().unwrap();
     assert_eq!(got, task);
     assert_eq!(
-        store.arguments("t", &task.task_id).await.unwrap(),
+        store.arguments(task.key()).await.unwrap(),
         Some(json!({"a": 1}))
     );
     assert_eq!(store.list_active(None, 10).await.unwrap().len(), 1);
     let mut done = got.clone();
     done.complete(json!({"content": []})).unwrap();
     store.update(&done).await.unwrap();
-    let got = store.get("t", &task.task_id).await.unwrap().unwrap();
+    let got = store.get(task.key()).await.unwrap().unwrap();
     assert_eq!(got.status, TaskStatus::Completed);
     assert!(store.list_active(None, 10).await.unwrap().is_empty());
 }
@@ -151,9 +151,36 @@ async fn undecodable_or_misplaced_records_read_as_absent() {
         txn.commit().unwrap();
     }
     let store = EmbeddedStore::open(&path).unwrap();
-    assert_eq!(store.get("t", &bad.task_id).await.unwrap(), None);
-    assert_eq!(store.get("u", &theirs.task_id).await.unwrap(), None);
-    assert!(store.get("t", &theirs.task_id).await.unwrap().is_some());
+    assert_eq!(
+        store
+            .get(TaskRef {
+                tenant: "t",
+                task_id: &bad.task_id
+            })
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .get(TaskRef {
+                tenant: "u",
+                task_id: &theirs.task_id
+            })
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(
+        store
+            .get(TaskRef {
+                tenant: "t",
+                task_id: &theirs.task_id
+            })
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 /// What a checkpoint rewrites is the `tasks` row: it never holds the arguments.
@@ -164,7 +191,7 @@ async fn large_arguments_are_written_once_beside_a_small_record() {
     let task = TaskRecord::new("t", new_task_id(), "x", None, 1000, json!({}));
     let args = json!({"label": "x".repeat(280_000)});
     store.create(&task, &args).await.unwrap();
-    let mut cur = store.get("t", &task.task_id).await.unwrap().unwrap();
+    let mut cur = store.get(task.key()).await.unwrap().unwrap();
     for step in 0..3 {
         cur.checkpoint = json!({"waited_ms": step * 1000});
         cur.version = store.update(&cur).await.unwrap();
@@ -216,7 +243,7 @@ async fn concurrent_writes_share_commits_and_all_persist() {
     let store = EmbeddedStore::open(&path).unwrap();
     assert!(store.list_active(None, 1000).await.unwrap().is_empty());
     for t in &tasks {
-        let got = store.get("t", &t.task_id).await.unwrap().unwrap();
+        let got = store.get(t.key()).await.unwrap().unwrap();
         assert_eq!(got.status, TaskStatus::Completed);
     }
 }
