@@ -29,6 +29,9 @@
 //! ```text
 //! COLD_STARTS=10 cargo test -p mcp-tasks --all-features --test cold_start -- --ignored --nocapture
 //! ```
+//!
+//! `COLD_START_BASELINE=/path/to/mcp` adds a row `mcp-baseline`: another build of the mcp
+//! function (copy `target/release/mcp` aside before a change), for a before/after in one run.
 
 #[path = "../shared/tests/common/mod.rs"]
 mod common;
@@ -220,6 +223,22 @@ async fn cold_start_mcp_next_to_minimal() {
             exe: exe("mcp"),
             env: JWT_ENV,
             status: 401,
+        });
+    }
+    // `COLD_START_BASELINE=/path/to/mcp`: another build of the mcp function (an older
+    // commit's) as a row of its own, for a before/after in one run.
+    let baseline = std::env::var_os("COLD_START_BASELINE").map(PathBuf::from);
+    if let Some(exe) = baseline {
+        assert!(
+            exe.is_file(),
+            "COLD_START_BASELINE: {} is no file",
+            exe.display()
+        );
+        targets.push(Target {
+            name: "mcp-baseline",
+            exe,
+            env: &[],
+            status: 200,
         });
     }
     let mut samples: Vec<Samples> = targets.iter().map(|_| Samples::default()).collect();

@@ -3,7 +3,8 @@
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{Error, LambdaEvent, run, service_fn, tracing};
 use mcp_tasks_core::aws::lambda::{
-    Config, Ports, Role, SweepReport, Sweeper, flush_metrics, request_deadline,
+    Config, Ports, Role, SweepReport, Sweeper, flush_metrics, prefer_one_cert_bundle,
+    request_deadline,
 };
 
 async fn handler(
@@ -19,8 +20,14 @@ async fn handler(
     Ok(report?)
 }
 
+fn main() -> Result<(), Error> {
+    // SAFETY: first thing in the process, before any thread (the runtime's) exists.
+    unsafe { prefer_one_cert_bundle() };
+    serve()
+}
+
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn serve() -> Result<(), Error> {
     tracing::init_default_subscriber();
     let config = Config::from_env(Role::Sweep)?;
     let sweeper = &Sweeper::new(&config, &Ports::connect(&config).await);

@@ -3,10 +3,18 @@
 
 use lambda_http::tower::ServiceExt as _;
 use lambda_http::{Error, Request, RequestExt as _, run, service_fn, tracing};
-use mcp_tasks_core::aws::lambda::{Config, Ports, Role, http_invocation, http_router};
+use mcp_tasks_core::aws::lambda::{
+    Config, Ports, Role, http_invocation, http_router, prefer_one_cert_bundle,
+};
+
+fn main() -> Result<(), Error> {
+    // SAFETY: first thing in the process, before any thread (the runtime's) exists.
+    unsafe { prefer_one_cert_bundle() };
+    serve()
+}
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn serve() -> Result<(), Error> {
     tracing::init_default_subscriber();
     let config = Config::from_env(Role::Tasks)?;
     let router = http_router(&config, &Ports::connect(&config).await);

@@ -3,7 +3,9 @@
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Error, LambdaEvent, run, service_fn, tracing};
-use mcp_tasks_core::aws::lambda::{Config, Ports, Role, SqsWorker, flush_metrics, worker_deadline};
+use mcp_tasks_core::aws::lambda::{
+    Config, Ports, Role, SqsWorker, flush_metrics, prefer_one_cert_bundle, worker_deadline,
+};
 
 async fn handler(
     worker: &SqsWorker,
@@ -15,8 +17,14 @@ async fn handler(
     Ok(response)
 }
 
+fn main() -> Result<(), Error> {
+    // SAFETY: first thing in the process, before any thread (the runtime's) exists.
+    unsafe { prefer_one_cert_bundle() };
+    serve()
+}
+
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn serve() -> Result<(), Error> {
     tracing::init_default_subscriber();
     let config = Config::from_env(Role::Worker)?;
     let worker = &SqsWorker::new(&config, &Ports::connect(&config).await);

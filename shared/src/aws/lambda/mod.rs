@@ -33,12 +33,14 @@ use crate::store::metered::Metered;
 use crate::worker::{Outcome, Worker, WorkerError, WorkerSettings};
 
 mod config;
+mod start;
 mod sweep;
 #[cfg(test)]
 mod tests;
 mod worker;
 
 pub use config::{Config, ConfigError, MAX_STREAM_SECONDS, MIN_STREAM_SECONDS, UNKNOWN_TOOL_GRACE};
+pub use start::prefer_one_cert_bundle;
 pub use sweep::{SweepError, SweepReport, Sweeper};
 pub use worker::{Action, SqsWorker, decide};
 
