@@ -55,8 +55,22 @@ struct Inner {
     cache: Arc<ReadCache>,
 }
 
-/// Most bytes of (encoded) records the read cache holds; past it, entries are dropped.
-const CACHE_BYTES: usize = 32 * 1024 * 1024;
+/// Most bytes of (encoded) records the read cache holds; past it, the oldest entries are
+/// dropped.
+const CACHE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Most records the read cache holds, whatever their size. A decoded record takes several
+/// times its encoded size in memory (its JSON values as trees): with the byte bound alone, at
+/// 32 MiB, a server that had created ~50,000 small tasks held ~300 MB for the cache. The
+/// polls it speeds up are for tasks in flight, which a few thousand entries hold.
+const CACHE_RECORDS: usize = 4096;
+
+/// The memory redb may use for its own page cache. Its default, 1 GiB, let a server that had
+/// created some tens of thousands of tasks hold a quarter of a gigabyte it would never give
+/// back (creation under load grew the process by ~10 MB a second); the pages it needs hot —
+/// the trees' inner pages, the `active` index — fit in a fraction of this, and the records
+/// themselves are served from [`ReadCache`].
+const REDB_CACHE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Decoded records, kept so a `get` need not open a read transaction and parse JSON.
 ///
@@ -71,20 +85,34 @@ const CACHE_BYTES: usize = 32 * 1024 * 1024;
 /// pending. So a record read before a commit can never be put in after that commit began: a
 /// commit in progress is pending, and a finished one has moved `seq`. (Any other order puts
 /// the record in before the writer's pre-commit removal, which then removes it.) Readers during
-/// a commit go to the database, which answers in order. Entries are dropped when the cache
-/// holds more than [`CACHE_BYTES`]; a dropped entry is simply read again.
+/// a commit go to the database, which answers in order. The oldest entries are dropped when
+/// the cache holds more than [`CACHE_BYTES`] or [`CACHE_RECORDS`]; a dropped entry is simply
+/// read again.
 struct ReadCache {
     state: Mutex<CacheState>,
 }
 
 #[derive(Default)]
 struct CacheState {
-    records: std::collections::HashMap<String, (TaskRecord, usize)>,
+    records: std::collections::HashMap<String, Cached>,
+    /// Keys in the order they were put, oldest first, each with the stamp of that put: the
+    /// eviction order. A key put again or removed since leaves a stale entry here, skipped
+    /// when reached and swept out when they outnumber the live ones.
+    order: std::collections::VecDeque<(String, u64)>,
+    /// The stamp of the last put.
+    stamp: u64,
     bytes: usize,
     /// Most bytes held ([`CACHE_BYTES`]; tests make it tiny).
     cap: usize,
     pending: std::collections::HashSet<String>,
     seq: u64,
+}
+
+/// One cached record: the record, its encoded size, the stamp of its put.
+struct Cached {
+    record: TaskRecord,
+    size: usize,
+    stamp: u64,
 }
 
 impl CacheState {
@@ -93,21 +121,40 @@ impl CacheState {
             self.remove(&k);
             return;
         }
-        while self.bytes + size > self.cap {
-            let Some(victim) = self.records.keys().next().cloned() else {
+        self.stamp += 1;
+        let stamp = self.stamp;
+        self.bytes += size;
+        if let Some(old) = self.records.insert(
+            k.clone(),
+            Cached {
+                record,
+                size,
+                stamp,
+            },
+        ) {
+            self.bytes -= old.size;
+        }
+        self.order.push_back((k, stamp));
+        // First in, first out: O(1) per eviction (picking "any" key of the map instead made
+        // each pick scan the slots its predecessors had emptied).
+        while self.bytes > self.cap || self.records.len() > CACHE_RECORDS {
+            let Some((victim, put)) = self.order.pop_front() else {
                 break;
             };
-            self.remove(&victim);
+            if self.records.get(&victim).is_some_and(|c| c.stamp == put) {
+                self.remove(&victim);
+            }
         }
-        self.bytes += size;
-        if let Some((_, old)) = self.records.insert(k, (record, size)) {
-            self.bytes -= old;
+        if self.order.len() > 2 * self.records.len() + 64 {
+            let records = &self.records;
+            self.order
+                .retain(|(k, put)| records.get(k).is_some_and(|c| c.stamp == *put));
         }
     }
 
     fn remove(&mut self, k: &str) {
-        if let Some((_, size)) = self.records.remove(k) {
-            self.bytes -= size;
+        if let Some(c) = self.records.remove(k) {
+            self.bytes -= c.size;
         }
     }
 }
@@ -202,7 +249,10 @@ impl EmbeddedStore {
 
     /// [`EmbeddedStore::open`] with a read cache of at most `cache_bytes` (tests).
     fn open_with_cache(path: &Path, cache_bytes: usize) -> Result<Self, StoreError> {
-        let db = Database::create(path).map_err(backend)?;
+        let db = Database::builder()
+            .set_cache_size(REDB_CACHE_BYTES)
+            .create(path)
+            .map_err(backend)?;
         let txn = db.begin_write().map_err(backend)?;
         {
             txn.open_table(TASKS).map_err(backend)?;
@@ -246,8 +296,8 @@ impl EmbeddedStore {
     fn read_one(&self, k: &str) -> Result<Option<TaskRecord>, StoreError> {
         let seen = {
             let st = self.inner.cache.lock();
-            if let Some((t, _)) = st.records.get(k) {
-                return Ok(Some(t.clone()));
+            if let Some(c) = st.records.get(k) {
+                return Ok(Some(c.record.clone()));
             }
             st.seq
         };

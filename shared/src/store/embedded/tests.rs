@@ -267,3 +267,50 @@ fn a_database_failure_keeps_its_source() {
     );
     assert!(std::error::Error::source(&e).is_some());
 }
+
+/// The read cache stays within its bounds however many records pass through it, evicts the
+/// oldest first, and its eviction order does not grow with keys put again or removed.
+#[test]
+fn the_read_cache_keeps_its_bounds_and_evicts_the_oldest() {
+    let record = || TaskRecord::new("t", new_task_id(), "x", None, 1000, json!({}));
+    let mut st = CacheState {
+        cap: 1 << 30,
+        ..CacheState::default()
+    };
+    // By count: the first put is the first out.
+    for i in 0..CACHE_RECORDS + 10 {
+        st.put(format!("k{i}"), record(), 100);
+    }
+    assert_eq!(st.records.len(), CACHE_RECORDS);
+    assert!(!st.records.contains_key("k0") && !st.records.contains_key("k9"));
+    assert!(st.records.contains_key("k10"));
+    assert_eq!(st.bytes, 100 * CACHE_RECORDS);
+    // A key put again counts once and moves to the back; removals and re-puts leave no
+    // growing trail of stale order entries.
+    for round in 0..50 {
+        for i in 10..200 {
+            st.put(format!("k{i}"), record(), 100 + round);
+            st.put(format!("gone{i}"), record(), 100);
+            st.remove(&format!("gone{i}"));
+        }
+    }
+    assert!(st.records.len() <= CACHE_RECORDS);
+    assert!(st.records.contains_key("k199"), "the last put stays");
+    assert!(st.order.len() <= 2 * st.records.len() + 64, "{}", st.order.len());
+    assert_eq!(
+        st.bytes,
+        st.records.values().map(|c| c.size).sum::<usize>(),
+        "the byte count follows the entries"
+    );
+    // By bytes: a small cap holds what fits, newest kept.
+    let mut small = CacheState {
+        cap: 16 * 100,
+        ..CacheState::default()
+    };
+    for i in 0..100 {
+        small.put(format!("s{i}"), record(), 100);
+    }
+    assert_eq!(small.records.len(), 16);
+    assert!(small.records.contains_key("s99") && !small.records.contains_key("s83"));
+    assert!(small.bytes <= small.cap);
+}
