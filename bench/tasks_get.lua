@@ -1,6 +1,6 @@
--- wrk script for bench/run.sh: POST tasks/get for one task (BENCH_TASK_ID) over MCP 2026-07-28.
--- A response counts as good only if it is HTTP 200 with a completed task and no JSON-RPC error;
--- done() prints one line "WRK_JSON {...}" with throughput, latency percentiles and error counts.
+-- wrk script for bench/run.sh and bench/hotpath.sh: POST tasks/get for one task (BENCH_TASK_ID)
+-- over MCP 2026-07-28. A response counts as good only if it is HTTP 200 with a completed task and
+-- no JSON-RPC error (bench/wrk_report.lua).
 local task_id = os.getenv("BENCH_TASK_ID")
 if task_id == nil or task_id == "" then
   error("BENCH_TASK_ID is not set")
@@ -17,46 +17,6 @@ wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"' .
   '","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",' ..
   '"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}'
 
-local threads = {}
-function setup(thread)
-  table.insert(threads, thread)
-end
-
-function init(args)
-  good = 0
-  bad = 0
-  bad_sample = ""
-end
-
-function response(status, headers, body)
-  if status == 200 and body:find('"status":"completed"', 1, true)
-      and not body:find('"error":', 1, true) then
-    good = good + 1
-  else
-    bad = bad + 1
-    if bad_sample == "" then
-      bad_sample = tostring(status) .. " " .. string.sub(body or "", 1, 200)
-    end
-  end
-end
-
-function done(summary, latency, requests)
-  local good_total, bad_total, sample = 0, 0, ""
-  for _, t in ipairs(threads) do
-    good_total = good_total + t:get("good")
-    bad_total = bad_total + t:get("bad")
-    local s = t:get("bad_sample")
-    if sample == "" and s ~= nil then sample = s end
-  end
-  sample = sample:gsub('[%c"\\]', ' ')
-  local e = summary.errors
-  local secs = summary.duration / 1e6
-  io.write(string.format(
-    'WRK_JSON {"requests":%d,"duration_s":%.3f,"rps":%.1f,"mean_ms":%.3f,"p50_ms":%.3f,' ..
-    '"p90_ms":%.3f,"p99_ms":%.3f,"max_ms":%.3f,"good":%d,"bad":%d,"err_connect":%d,' ..
-    '"err_read":%d,"err_write":%d,"err_status":%d,"err_timeout":%d,"bad_sample":"%s"}\n',
-    summary.requests, secs, summary.requests / secs, latency.mean / 1000,
-    latency:percentile(50) / 1000, latency:percentile(90) / 1000,
-    latency:percentile(99) / 1000, latency.max / 1000, good_total, bad_total,
-    e.connect, e.read, e.write, e.status, e.timeout, sample))
-end
+-- The answer a good response holds; the reporting is bench/wrk_report.lua's, next to this file.
+expect = '"status":"completed"'
+dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "wrk_report.lua")

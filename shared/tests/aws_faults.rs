@@ -705,21 +705,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn name(outcome: &Result<Outcome, mcp_tasks_core::worker::WorkerError>) -> &'static str {
-    match outcome {
-        Ok(Outcome::Dropped) => "dropped",
-        Ok(Outcome::Busy(_)) => "busy",
-        Ok(Outcome::Finished(_)) => "finished",
-        Ok(Outcome::WaitingForInput) => "waiting",
-        Ok(Outcome::Continued) => "continued",
-        Ok(Outcome::Sleeping(_)) => "sleeping",
-        Ok(Outcome::Superseded) => "superseded",
-        Ok(Outcome::Deferred(_)) => "deferred",
-        Ok(Outcome::Rescheduled(..)) => "rescheduled",
-        Err(_) => "error",
-    }
-}
-
 /// One delivery through the worker, then the worker function's verdict on the message.
 async fn deliver(
     rig: &Rig,
@@ -782,7 +767,7 @@ async fn deliver(
             }
         }
     };
-    traffic.count(name(&outcome));
+    traffic.count(outcome.as_ref().map_or("error", Outcome::label));
     lock(&traffic.log)
         .entry(task_id.clone())
         .or_default()

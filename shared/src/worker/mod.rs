@@ -127,6 +127,24 @@ pub enum Outcome {
     Rescheduled(WorkMessage, Duration),
 }
 
+impl Outcome {
+    /// What became of a message, in a word (traces, tallies): never the message's or the
+    /// task's data.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Dropped => "dropped",
+            Outcome::Busy(_) => "busy",
+            Outcome::Finished(status) => status.as_str(),
+            Outcome::WaitingForInput => "input_required",
+            Outcome::Continued => "continued",
+            Outcome::Sleeping(_) => "sleeping",
+            Outcome::Superseded => "superseded",
+            Outcome::Deferred(_) => "deferred",
+            Outcome::Rescheduled(..) => "rescheduled",
+        }
+    }
+}
+
 /// How long a message waits when its tenant is at its running-jobs limit.
 pub const DEFER_DELAY: Duration = Duration::from_secs(5);
 /// When a task whose tool is not known yet is tried again (within

@@ -49,22 +49,6 @@ impl Action {
     }
 }
 
-/// What became of a message, in a word (traces): never the message or the task's data.
-fn outcome_label(outcome: &Result<Outcome, WorkerError>) -> &'static str {
-    match outcome {
-        Ok(Outcome::Dropped) => "dropped",
-        Ok(Outcome::Busy(_)) => "busy",
-        Ok(Outcome::Finished(status)) => status.as_str(),
-        Ok(Outcome::WaitingForInput) => "input_required",
-        Ok(Outcome::Continued) => "continued",
-        Ok(Outcome::Sleeping(_)) => "sleeping",
-        Ok(Outcome::Superseded) => "superseded",
-        Ok(Outcome::Deferred(_)) => "deferred",
-        Ok(Outcome::Rescheduled(..)) => "rescheduled",
-        Err(_) => "error",
-    }
-}
-
 /// `ApproximateReceiveCount` of a record (1 when absent).
 fn receive_count(record: &SqsMessage) -> u32 {
     record
@@ -161,7 +145,7 @@ impl SqsWorker {
         }
         let outcome = self.worker.handle(&msg, Some(deadline)).await;
         if let Some(s) = segment.as_mut() {
-            s.annotate("outcome", outcome_label(&outcome));
+            s.annotate("outcome", outcome.as_ref().map_or("error", Outcome::label));
             if outcome.is_err() {
                 s.fault();
             }

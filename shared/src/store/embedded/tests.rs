@@ -296,7 +296,11 @@ fn the_read_cache_keeps_its_bounds_and_evicts_the_oldest() {
     }
     assert!(st.records.len() <= CACHE_RECORDS);
     assert!(st.records.contains_key("k199"), "the last put stays");
-    assert!(st.order.len() <= 2 * st.records.len() + 64, "{}", st.order.len());
+    assert!(
+        st.order.len() <= 2 * st.records.len() + 64,
+        "{}",
+        st.order.len()
+    );
     assert_eq!(
         st.bytes,
         st.records.values().map(|c| c.size).sum::<usize>(),
