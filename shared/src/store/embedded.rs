@@ -65,11 +65,10 @@ const CACHE_BYTES: usize = 8 * 1024 * 1024;
 /// polls it speeds up are for tasks in flight, which a few thousand entries hold.
 const CACHE_RECORDS: usize = 4096;
 
-/// The memory redb may use for its own page cache. Its default, 1 GiB, let a server that had
-/// created some tens of thousands of tasks hold a quarter of a gigabyte it would never give
-/// back (creation under load grew the process by ~10 MB a second); the pages it needs hot —
-/// the trees' inner pages, the `active` index — fit in a fraction of this, and the records
-/// themselves are served from [`ReadCache`].
+/// The memory redb may use for its own page cache. Its default, 1 GiB, is a size a growing
+/// database would let the process reach and keep; the pages needed hot — the trees' inner
+/// pages, the `active` index — fit in a fraction of this, the records themselves are served
+/// from [`ReadCache`], and a miss is a read the operating system's page cache answers.
 const REDB_CACHE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Decoded records, kept so a `get` need not open a read transaction and parse JSON.
