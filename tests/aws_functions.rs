@@ -813,8 +813,8 @@ async fn cold_start_figures() {
 /// harness runs them), DynamoDB and SQS on the emulator — next to the same N tasks on the
 /// local server (the embedded store and in-process queue), in one run. Each task is a
 /// `hash_chain` of one step (200,000 rounds); they are created 32 at a time, then polled (32
-/// at a time, every 250 ms) until every one has completed with its exact digest. Prints the wall time of each
-/// path, their ratio, tasks per second, and the serverless path's AWS calls and billed
+/// at a time, every 250 ms) until every one has completed with its exact digest. Prints the
+/// wall time of each path, their ratio, tasks per second, and the serverless path's AWS calls and billed
 /// milliseconds per function (`AWS CALLS`). `BENCH_TASKS` sets N (default 50). Both paths run
 /// the test's profile: for release figures,
 /// `AWS_FUNCTIONS_RELEASE=1 BENCH_TASKS=200 cargo test --release -p mcp-tasks --all-features
@@ -824,8 +824,9 @@ async fn cold_start_figures() {
 async fn serverless_throughput_next_to_the_local_server() {
     let n: usize = std::env::var("BENCH_TASKS")
         .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(50);
+        .map(|v| v.parse().expect("BENCH_TASKS: a whole number"))
+        .unwrap_or(50)
+        .max(1);
     let rounds = 200_000u64;
     async fn run_all(c: &Client, n: usize, rounds: u64) -> Duration {
         // One client, at most 32 requests in flight: the local server's edge refuses a client
@@ -896,10 +897,11 @@ async fn serverless_throughput_next_to_the_local_server() {
     );
 }
 
-/// The X-Ray side of the job above: one segment per worker run of the task (sent to the
-/// daemon at `AWS_XRAY_DAEMON_ADDRESS` as each message's handling ends), all in the trace of
-/// the request that created it (`root`), each the child of the segment that sent its message,
-/// the last one `completed`; no datagram carries the task's arguments, progress or result.
+/// The X-Ray side of `a_long_job_hands_over_at_each_deadline_and_completes_exactly`'s job:
+/// one segment per worker run of the task (sent to the daemon at `AWS_XRAY_DAEMON_ADDRESS` as
+/// each message's handling ends), all in the trace of the request that created it (`root`),
+/// each the child of the segment that sent its message, the last one `completed`; no datagram
+/// carries the task's arguments, progress or result.
 async fn xray_segments_follow_the_job(env: &Env, id: &str, root: &str, runs: u32, digest: &str) {
     let of_task = || -> Vec<Value> {
         env.xray_segments()

@@ -652,9 +652,9 @@ async fn a_sleeping_job_is_cancelled_at_once() {
     assert_eq!(worker.handle(&woke, None).await.unwrap(), Outcome::Dropped);
 }
 
-/// A store whose writes hang for ever after the first `ok` of them (a connection the
-/// other side accepted and never answers, within the client's operation timeout).
-/// A memory store whose calls hang once `ok` writes went through, and that counts reads.
+/// A memory store whose writes and reads hang for ever once `ok` writes went through (a
+/// connection the other side accepted and never answers, within the client's operation
+/// timeout), and that counts reads (`ok: usize::MAX` never hangs).
 struct HangsAfter {
     inner: MemoryStore,
     ok: usize,

@@ -1,7 +1,13 @@
--- What bench/tasks_get.lua and bench/tasks_create.lua share (loaded by each with dofile): a
--- response counts as good only if it is HTTP 200, holds the script's `expect` string and no
--- JSON-RPC error; done() prints one line "WRK_JSON {...}" with throughput, latency percentiles
--- and error counts.
+-- What bench/tasks_get.lua and bench/tasks_create.lua share (each loads it with dofile, then
+-- sets its own Mcp-Method, Mcp-Name, body and `expect`): a 2026-07-28 POST to BENCH_PATH
+-- (/mcp), and the reporting — a response counts as good only if it is HTTP 200, holds the
+-- script's `expect` string and no JSON-RPC error; done() prints one line "WRK_JSON {...}" with
+-- throughput, latency percentiles and error counts.
+wrk.method = "POST"
+wrk.path = os.getenv("BENCH_PATH") or "/mcp"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept"] = "application/json, text/event-stream"
+wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
 
 local threads = {}
 function setup(thread)
