@@ -4,7 +4,9 @@
 //! the worker as an SQS event, and deletes exactly the messages the worker did not report in
 //! `batchItemFailures` — so a failed one comes back after the visibility timeout and, past the
 //! queue's `maxReceiveCount`, goes to the dead-letter queue, as on AWS. A batch whose
-//! invocation failed as a whole is left alone: all of it comes back.
+//! invocation failed as a whole, or whose response names a failure that is no message of the
+//! batch (an empty or unknown `itemIdentifier`, which Lambda reads as a failed batch), is left
+//! alone: all of it comes back.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -79,12 +81,17 @@ where
             return Ok(Some(round));
         }
     };
-    let failed: Vec<&str> = response["batchItemFailures"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|f| f["itemIdentifier"].as_str())
+    let ids: Vec<&str> = messages
+        .iter()
+        .map(|m| m.message_id().unwrap_or_default())
         .collect();
+    let failed = match reported_failures(&response, &ids) {
+        Ok(failed) => failed,
+        Err(why) => {
+            round.invoke_error = Some(why);
+            return Ok(Some(round));
+        }
+    };
     round.failed = failed.len();
     for m in &messages {
         if failed.contains(&m.message_id().unwrap_or_default()) {
@@ -108,4 +115,48 @@ where
         }
     }
     Ok(Some(round))
+}
+
+/// The message ids a worker's `SQSBatchResponse` reports failed, read as Lambda reads them: an
+/// item whose `itemIdentifier` is missing, null, empty or not an id of the batch makes the
+/// whole batch a failure (`Err`, nothing deleted) — which the worker relies on for a record it
+/// cannot name.
+fn reported_failures<'a>(response: &'a Value, ids: &[&str]) -> Result<Vec<&'a str>, String> {
+    let items = response["batchItemFailures"]
+        .as_array()
+        .into_iter()
+        .flatten();
+    items
+        .map(|f| match f["itemIdentifier"].as_str() {
+            Some(id) if !id.is_empty() && ids.contains(&id) => Ok(id),
+            _ => Err(format!(
+                "batchItemFailures names no message of the batch ({}): the whole batch failed",
+                f["itemIdentifier"]
+            )),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_naming_no_message_of_the_batch_fails_the_whole_batch() {
+        let ids = ["m1", "m2"];
+        let read = |v: Value| reported_failures(&v, &ids).map(|f| f.join(","));
+        assert_eq!(read(json!({})), Ok(String::new()));
+        assert_eq!(read(Value::Null), Ok(String::new()));
+        assert_eq!(read(json!({"batchItemFailures": []})), Ok(String::new()));
+        assert_eq!(
+            read(json!({"batchItemFailures": [{"itemIdentifier": "m2"}]})),
+            Ok("m2".into())
+        );
+        for bad in [json!(""), json!(null), json!("m3"), json!(7)] {
+            let response =
+                json!({"batchItemFailures": [{"itemIdentifier": "m1"}, {"itemIdentifier": bad}]});
+            assert!(read(response).is_err(), "{bad}");
+        }
+        assert!(read(json!({"batchItemFailures": [{}]})).is_err());
+    }
 }
