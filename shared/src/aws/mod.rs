@@ -28,6 +28,7 @@ use aws_config::timeout::TimeoutConfig;
 pub mod dlq;
 pub mod dynamo;
 pub mod esm;
+mod https;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 pub mod sqs;
@@ -42,8 +43,13 @@ pub mod xray;
 /// default chain would find the same ones first, but building it (profile files, web
 /// identity, container and instance-metadata providers, each with its own client) cost a
 /// cold start ~0.3 ms and its HTTPS client loaded the TLS roots before any client needed them.
+///
+/// Every client built from it shares one HTTPS client (one connection pool), the SDK's
+/// default, which sets up TLS at its first call rather than when each client is built
+/// ([`https`]).
 pub async fn sdk_config() -> aws_config::SdkConfig {
-    let loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+    let loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(https::connect_at_first_call());
     let loader = if credentials_in_lambda_environment(|k| std::env::var_os(k).is_some()) {
         loader.credentials_provider(
             aws_config::environment::EnvironmentVariableCredentialsProvider::new(),
