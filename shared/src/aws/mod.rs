@@ -21,6 +21,7 @@
 //! synchronous call, a subscription) read [`crate::clock::invocation_deadline`] and stop in
 //! time to answer.
 
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use aws_config::timeout::TimeoutConfig;
@@ -35,8 +36,8 @@ pub mod sqs;
 pub mod xray;
 
 /// Loads the shared SDK configuration once (region, credentials, endpoint overrides). Build
-/// clients from it at cold start, never per request, with [`dynamodb_client`] and
-/// [`sqs_client`] (which add the [`Timeouts`]).
+/// clients from it once per process (at cold start or at first use, [`FirstUse`]), never per
+/// request, with [`dynamodb_client`] and [`sqs_client`] (which add the [`Timeouts`]).
 ///
 /// In a Lambda function whose role's credentials are in the environment (as Lambda always
 /// puts them), those are the credentials, read by the environment provider alone: the
@@ -132,6 +133,49 @@ impl Timeouts {
     }
 }
 
+/// An AWS client built at its first use, not before: what an adapter holds, so that a cold
+/// start builds only the clients its first event needs.
+///
+/// Building a service client parses the SDK's table of AWS partitions and compiles its
+/// regular expressions (~0.5 M instructions each for DynamoDB and SQS, more than the rest of
+/// the mcp function's own start together), and many first events need neither client
+/// (`initialize`, `tools/list`, `server/discover`, a refused token). A use pays it once; every
+/// clone shares the one client. A ready client converts into one ([`From`]).
+pub struct FirstUse<C>(Arc<LazyLock<C, Box<dyn FnOnce() -> C + Send>>>);
+
+impl<C> FirstUse<C> {
+    /// The client `build` makes, when it is first used.
+    pub fn new(build: impl FnOnce() -> C + Send + 'static) -> Self {
+        Self(Arc::new(LazyLock::new(Box::new(build))))
+    }
+}
+
+impl<C: Send + 'static> From<C> for FirstUse<C> {
+    fn from(client: C) -> Self {
+        Self::new(move || client)
+    }
+}
+
+impl<C> Clone for FirstUse<C> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<C> std::ops::Deref for FirstUse<C> {
+    type Target = C;
+
+    fn deref(&self) -> &C {
+        &self.0
+    }
+}
+
+impl<C> std::fmt::Debug for FirstUse<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FirstUse").finish_non_exhaustive()
+    }
+}
+
 /// The DynamoDB client of the functions and tools: `sdk`'s settings with
 /// [`Timeouts::DYNAMODB`].
 pub fn dynamodb_client(sdk: &aws_config::SdkConfig) -> aws_sdk_dynamodb::Client {
@@ -197,6 +241,30 @@ fn is_trace_header(h: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_first_use_client_is_built_once_at_its_first_use_and_shared_by_clones() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let builds = Arc::new(AtomicUsize::new(0));
+        let client = FirstUse::new({
+            let builds = builds.clone();
+            move || {
+                builds.fetch_add(1, Ordering::SeqCst);
+                String::from("client")
+            }
+        });
+        let clone = client.clone();
+        assert_eq!(
+            builds.load(Ordering::SeqCst),
+            0,
+            "nothing built before a use"
+        );
+        assert_eq!(clone.len(), 6);
+        assert_eq!(*client, "client");
+        assert_eq!(builds.load(Ordering::SeqCst), 1, "built once, for both");
+        // A ready client is used as it is.
+        assert_eq!(*FirstUse::from(String::from("ready")), "ready");
+    }
 
     #[test]
     fn only_a_lambda_function_with_environment_credentials_skips_the_default_chain() {

@@ -29,6 +29,7 @@ use aws_sdk_sqs::types::{
     MessageSystemAttributeNameForSends, MessageSystemAttributeValue, QueueAttributeName,
 };
 
+use crate::aws::FirstUse;
 use crate::queue::{QueueError, WorkMessage, WorkQueue};
 
 /// The longest delay SQS supports on a message (`DelaySeconds` ≤ 900).
@@ -37,15 +38,16 @@ pub const MAX_DELAY: Duration = Duration::from_secs(900);
 /// A [`WorkQueue`] over one SQS queue.
 #[derive(Debug, Clone)]
 pub struct SqsQueue {
-    client: Client,
+    client: FirstUse<Client>,
     queue_url: String,
 }
 
 impl SqsQueue {
-    /// A queue adapter for `queue_url`, over a client built once at cold start.
-    pub fn new(client: Client, queue_url: impl Into<String>) -> Self {
+    /// A queue adapter for `queue_url`, over a client built once, at cold start or at its
+    /// first use ([`FirstUse`]).
+    pub fn new(client: impl Into<FirstUse<Client>>, queue_url: impl Into<String>) -> Self {
         Self {
-            client,
+            client: client.into(),
             queue_url: queue_url.into(),
         }
     }

@@ -82,6 +82,7 @@ use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkErro
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use serde_json::Value;
 
+use crate::aws::FirstUse;
 use crate::store::{QuietPage, StoreError, TaskKey, TaskRef, TaskStore, encode, encode_arguments};
 use crate::task::TaskRecord;
 
@@ -143,15 +144,16 @@ const TERMINAL: [&str; 3] = ["completed", "failed", "cancelled"];
 /// Task records in one DynamoDB table (create it with [`create_table`]).
 #[derive(Debug, Clone)]
 pub struct DynamoStore {
-    client: Client,
+    client: FirstUse<Client>,
     table: String,
 }
 
 impl DynamoStore {
-    /// A store over an existing table. Build the client once, at cold start.
-    pub fn new(client: Client, table_name: impl Into<String>) -> Self {
+    /// A store over an existing table. Build the client once, at cold start, or at its first
+    /// use ([`FirstUse`]).
+    pub fn new(client: impl Into<FirstUse<Client>>, table_name: impl Into<String>) -> Self {
         Self {
-            client,
+            client: client.into(),
             table: table_name.into(),
         }
     }

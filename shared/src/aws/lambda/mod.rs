@@ -77,22 +77,29 @@ pub fn flush_metrics(function: &str) {
     let _ = out.flush();
 }
 
-/// The ports every function uses, built once at cold start (SDK clients included); on AWS
-/// the running places (a tenant's jobs and streams) are items of the task table.
+/// The ports every function uses, built once at cold start (the SDK clients at their first
+/// use); on AWS the running places (a tenant's jobs and streams) are items of the task table.
 pub use crate::app::Ports;
 
 impl Ports {
     /// DynamoDB and SQS from the SDK's standard configuration (region, credentials, and
-    /// `AWS_ENDPOINT_URL*` for emulators), with the clients' [`super::Timeouts`].
+    /// `AWS_ENDPOINT_URL*` for emulators), with the clients' [`super::Timeouts`]. The
+    /// configuration is loaded now; each client is built at its first use
+    /// ([`super::FirstUse`]), so a cold start whose first event needs no AWS call (the mcp
+    /// function's `initialize`, `tools/list`, `server/discover`) builds none.
     ///
     /// The process-wide settings of this cold start are applied here too, once per process:
     /// how many tenants the metrics name (`METRICS_TENANTS`).
     pub async fn connect(config: &Config) -> Self {
         crate::metrics::global().name_tenants(config.metrics_tenants);
         let sdk = super::sdk_config().await;
-        let queue = SqsQueue::new(super::sqs_client(&sdk), config.queue_url.clone());
-        let store =
-            super::dynamo::DynamoStore::new(super::dynamodb_client(&sdk), &config.table_name);
+        let sqs = super::FirstUse::new({
+            let sdk = sdk.clone();
+            move || super::sqs_client(&sdk)
+        });
+        let dynamodb = super::FirstUse::new(move || super::dynamodb_client(&sdk));
+        let queue = SqsQueue::new(sqs, config.queue_url.clone());
+        let store = super::dynamo::DynamoStore::new(dynamodb, &config.table_name);
         Self {
             store: Arc::new(Metered(store.clone())),
             queue: Arc::new(queue),
