@@ -197,6 +197,9 @@ pub struct RuntimeApi {
     /// Lambda's "Init Duration" (runtime start, SDK clients, configuration).
     spawned: Mutex<Option<Instant>>,
     init: OnceLock<Duration>,
+    /// Woken when `init` is set or the process dies: [`Solo::init`] waits on it, so the
+    /// harness sleeps while a function starts instead of polling beside it.
+    init_or_death: tokio::sync::Notify,
 }
 
 impl RuntimeApi {
@@ -216,6 +219,7 @@ impl RuntimeApi {
             busy_ms: AtomicU64::new(0),
             spawned: Mutex::new(None),
             init: OnceLock::new(),
+            init_or_death: tokio::sync::Notify::new(),
         });
         let app = Router::new()
             .route("/2018-06-01/runtime/invocation/next", get(next))
@@ -292,6 +296,7 @@ impl RuntimeApi {
     /// The process exited: nothing will answer any more.
     fn mark_dead(&self, why: String) {
         self.dead.lock().unwrap().get_or_insert(why);
+        self.init_or_death.notify_one();
         // Dropping the senders fails the waiting invocations at once.
         self.inflight.lock().unwrap().clear();
         if let Ok(mut rx) = self.rx.try_lock() {
@@ -303,6 +308,7 @@ impl RuntimeApi {
 async fn next(State(api): State<Arc<RuntimeApi>>) -> Response {
     if let Some(at) = *api.spawned.lock().unwrap() {
         let _ = api.init.set(at.elapsed());
+        api.init_or_death.notify_one();
     }
     let inv = api.rx.lock().await.recv().await;
     let Some(inv) = inv else {
@@ -1709,7 +1715,7 @@ impl Solo {
     /// Waits until the function asks for its first invocation; returns its init duration
     /// (spawn → first `/invocation/next`, as the Runtime API saw it).
     pub async fn init(&self, within: Duration) -> Result<Duration, String> {
-        let started = Instant::now();
+        let until = tokio::time::Instant::now() + within;
         loop {
             if let Some(d) = self.api.init_duration() {
                 return Ok(d);
@@ -1717,14 +1723,16 @@ impl Solo {
             if let Some(why) = self.api.dead.lock().unwrap().clone() {
                 return Err(format!("{}: {why}\n{}", self.api.name, self.logs()));
             }
-            if started.elapsed() > within {
+            // `notify_one` keeps its wake-up for a waiter still to come: none is lost between
+            // the checks above and this wait.
+            let woken = tokio::time::timeout_at(until, self.api.init_or_death.notified());
+            if woken.await.is_err() {
                 return Err(format!(
                     "{}: no /invocation/next within {within:?}\n{}",
                     self.api.name,
                     self.logs()
                 ));
             }
-            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
 
