@@ -44,20 +44,23 @@ pub mod xray;
 /// default chain would find the same ones first, but building it (profile files, web
 /// identity, container and instance-metadata providers, each with its own client) cost a
 /// cold start ~0.3 ms and its HTTPS client loaded the TLS roots before any client needed them.
+/// The region is then Lambda's `AWS_REGION`, which the default region chain (environment,
+/// profile, instance metadata, whose client it builds) would also find first.
 ///
 /// Every client built from it shares one HTTPS client (one connection pool), the SDK's
 /// default, which sets up TLS at its first call rather than when each client is built
 /// ([`https`]).
 pub async fn sdk_config() -> aws_config::SdkConfig {
-    let loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .http_client(https::connect_at_first_call());
-    let loader = if credentials_in_lambda_environment(|k| std::env::var_os(k).is_some()) {
-        loader.credentials_provider(
+    if credentials_in_lambda_environment(|k| std::env::var_os(k).is_some()) {
+        loader = loader.credentials_provider(
             aws_config::environment::EnvironmentVariableCredentialsProvider::new(),
-        )
-    } else {
-        loader
-    };
+        );
+        if let Some(region) = std::env::var("AWS_REGION").ok().filter(|r| !r.is_empty()) {
+            loader = loader.region(aws_config::Region::new(region));
+        }
+    }
     loader.load().await
 }
 
