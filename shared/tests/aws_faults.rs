@@ -1131,10 +1131,12 @@ async fn cancel_racing_completion_ends_in_one_stable_state() {
     });
     let trials = 24 * scale();
     let parallel = 8;
-    // Where each cancel is aimed, in turn: before the run, after its first step, after its
-    // last step (the cancel races the last checkpoint and the completion), at its final step
-    // (the cancel's write races the completion's), after the run ended. Aimed at what the job
-    // did, not at a wall-clock guess, so the races are run whatever the load.
+    // Where each cancel is aimed, in turn: before the run (the cancel has landed when the
+    // message is delivered), after its first step, after its last step (the cancel races the
+    // last checkpoint and the completion), at its final step (the cancel's write races the
+    // completion's), after the run ended. Aimed at what the job did, not at a wall-clock
+    // guess, so the races are run whatever the load; the two ends are not races, and each has
+    // one right outcome (checked below).
     const AIMS: [&str; 5] = ["before", "mid", "last_step", "at_end", "after"];
     let mut by_aim: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     let (mut completed, mut cancelled) = (0, 0);
@@ -1176,7 +1178,12 @@ async fn cancel_racing_completion_ends_in_one_stable_state() {
                     sleep(Duration::from_millis(jitter)).await;
                     engine.cancel(TENANT, &id).await.expect("tasks/cancel");
                 };
-                let (first, ()) = tokio::join!(run, cancel);
+                let (first, ()) = if aim == "before" {
+                    cancel.await;
+                    (run.await, ())
+                } else {
+                    tokio::join!(run, cancel)
+                };
                 // A duplicate delivery after the race settles whatever the race left.
                 let second = worker.handle(&msg, None).await;
                 let settled = rig.task(&id).await;
@@ -1197,6 +1204,17 @@ async fn cancel_racing_completion_ends_in_one_stable_state() {
                 _ => {}
             }
             let mut bad = Vec::new();
+            // The ends of the range are not races: a cancel that landed before the message was
+            // delivered always wins, and one made after the run ended changes nothing.
+            match (aim, settled.status) {
+                ("before", s) if s != TaskStatus::Cancelled => {
+                    bad.push(format!("WRONG: cancelled before the run, then {s:?}"))
+                }
+                ("after", s) if s != TaskStatus::Completed => {
+                    bad.push(format!("WRONG: cancelled after the run ended, then {s:?}"))
+                }
+                _ => {}
+            }
             let finished: Vec<TaskStatus> = outs
                 .iter()
                 .filter_map(|o| match o {
@@ -1252,11 +1270,6 @@ async fn cancel_racing_completion_ends_in_one_stable_state() {
          lost={lost} doubled={doubled} emulator_violations={ev} completed/cancelled by aim: {by_aim:?}"
     );
     verdict(&rig, lost, doubled);
-    assert!(
-        completed > 0 && cancelled > 0,
-        "the race went one way only ({completed} completed, {cancelled} cancelled): it was not \
-         a race"
-    );
     rig.drop_all().await;
 }
 
