@@ -231,7 +231,7 @@ impl RuntimeApi {
             .route("/2018-06-01/runtime/init/error", post(init_error))
             .with_state(api.clone());
         let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
+            let _ = axum::serve(no_delay(listener), app).await;
         });
         (api, server)
     }
@@ -785,11 +785,26 @@ async fn forward(State(p): State<Arc<Proxy>>, req: Request) -> Response {
     out.body(Body::from(bytes)).unwrap()
 }
 
+/// `listener` with Nagle's algorithm off on every connection it accepts, as the servers these
+/// stand in for send: Lambda's Runtime API is a Go server (Go turns it off on every TCP
+/// connection), and an emulated front that held a streamed answer's first chunk until the
+/// client's delayed ACK (40 ms on Linux) would add that wait to every streamed answer.
+fn no_delay(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = std::net::SocketAddr> {
+    use axum::serve::ListenerExt as _;
+    listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            eprintln!("emulated AWS: TCP_NODELAY refused: {e}");
+        }
+    })
+}
+
 async fn serve(app: Router) -> (String, JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
+        let _ = axum::serve(no_delay(listener), app).await;
     });
     (url, server)
 }
