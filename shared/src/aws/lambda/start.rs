@@ -6,10 +6,11 @@
 //! The SDK's HTTPS client trusts the platform's roots (`rustls-native-certs`): unless
 //! `SSL_CERT_FILE` or `SSL_CERT_DIR` says where they are, it reads the distribution's bundle
 //! file *and then every file of every certificate directory it knows* (`/etc/ssl/certs`,
-//! `/etc/pki/tls/certs`, …), parsing each root again. It does so once per process, at cold
-//! start, when the first client is built. The bundle already holds every root the directories
-//! hold (the distribution generates both from one source), so reading the bundle alone trusts
-//! the same roots for a fraction of the work. Measured with `tests/cold_start.rs` on a Debian
+//! `/etc/pki/tls/certs`, …), parsing each root again. It does so once per process, at the
+//! first AWS call (`aws/https.rs`), on a runtime thread: hence the variable is set here,
+//! before any thread exists. The bundle already holds every root the directories hold (the
+//! distribution generates both from one source), so reading the bundle alone trusts the same
+//! roots for a fraction of the work. Measured with `tests/cold_start.rs` on a Debian
 //! host, together with `aws::sdk_config`'s environment credentials: the SDK's part of init
 //! 3.9 → 1.4 ms, the `mcp` function's init 3.0× → 2.0× a minimal `lambda_http` function's.
 //! A root added by hand to a directory without regenerating the bundle would not be trusted;
