@@ -755,33 +755,25 @@ fn the_template_reader_finds_each_functions_grants() {
 
 /// A cold start, measured (not asserted: timings on shared machines are noisy): each
 /// function's init duration, then the first `server/discover` through the front against the
-/// median of 20 warm ones. Claude Code falls back to the legacy lane when `server/discover`
-/// takes more than about 5 s, so this is the figure to watch. Debug binaries by default;
-/// `AWS_FUNCTIONS_RELEASE=1` builds them with the release profile first.
+/// median and slowest of 40 warm ones, behind the streaming integration (the template's)
+/// and, as the reference of the same run, behind the buffered one. Claude Code falls back to
+/// the legacy lane when `server/discover` takes more than about 5 s, so this is the figure to
+/// watch. Debug binaries by default; `AWS_FUNCTIONS_RELEASE=1` builds them with the release
+/// profile first.
+///
+/// Asserted: the mcp function set `TCP_NODELAY` on its Runtime API connection
+/// (`aws/lambda/runtime_api.rs`: without it, every streamed answer waited ~40 ms for a delayed
+/// ACK), and said so once at `info` (later connections of the runtime's pool go to `debug`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cold_start_figures() {
     let Some(env) = Env::start("cold_start", Options::default()).await else {
         return;
     };
-    let c = env.client();
-    let timed = || async {
-        let t = std::time::Instant::now();
-        let a = c.send("server/discover", json!({})).await;
-        assert_eq!(a.status, 200, "{}", a.text);
-        t.elapsed()
-    };
-    // The mcp function's first invocation (its init may still be running: the wait counts).
-    let first = timed().await;
+    let (first, streamed) = discover_times(&env).await;
     let init = env
         .mcp
         .init_duration()
         .expect("the mcp function asked for work");
-    let mut warm = Vec::new();
-    for _ in 0..20 {
-        warm.push(timed().await);
-    }
-    warm.sort();
-    let median = warm[warm.len() / 2];
     let inits: Vec<String> = [&env.mcp, &env.tasks, &env.worker, &env.sweep]
         .iter()
         .zip(["mcp", "tasks", "worker", "sweep"])
@@ -793,8 +785,28 @@ async fn cold_start_figures() {
             )
         })
         .collect();
+    let nodelay_sets = env
+        .logs()
+        .lines()
+        .filter(|l| l.starts_with("[mcp] ") && l.contains("runtime_api.nodelay_set"))
+        .count();
+    drop(env);
+    let buffered_env = Env::start(
+        "cold_start_buffered",
+        Options {
+            streaming: false,
+            ..Options::default()
+        },
+    )
+    .await
+    .expect("the emulator answered a moment ago");
+    let (_, buffered) = discover_times(&buffered_env).await;
+    let median = |w: &[Duration]| w[w.len() / 2];
+    let slowest = |w: &[Duration]| w[w.len() - 1];
     println!(
-        "COLD START [{} build] init: {} | first server/discover {} ms, warm median {} ms ({:.1}x)",
+        "COLD START [{} build] init: {} | first server/discover {} ms; warm median {:.1} ms \
+         streamed ({:.1}x faster than the first), {:.1} ms buffered (streamed = {:.2}x buffered); \
+         slowest warm {:.1} ms streamed, {:.1} ms buffered",
         if support_aws::release_binaries() {
             "release"
         } else {
@@ -802,10 +814,41 @@ async fn cold_start_figures() {
         },
         inits.join(" "),
         first.as_millis(),
-        median.as_millis(),
-        first.as_secs_f64() / median.as_secs_f64().max(1e-6),
+        ms(median(&streamed)),
+        first.as_secs_f64() / median(&streamed).as_secs_f64().max(1e-6),
+        ms(median(&buffered)),
+        median(&streamed).as_secs_f64() / median(&buffered).as_secs_f64().max(1e-6),
+        ms(slowest(&streamed)),
+        ms(slowest(&buffered)),
     );
     assert!(init > Duration::ZERO);
+    assert_eq!(
+        nodelay_sets, 1,
+        "the mcp function says once that it set TCP_NODELAY on its Runtime API connection"
+    );
+}
+
+/// The first `server/discover` through `env`'s front, and 40 warm ones after it, fastest first.
+async fn discover_times(env: &Env) -> (Duration, Vec<Duration>) {
+    let c = env.client();
+    let timed = || async {
+        let t = std::time::Instant::now();
+        let a = c.send("server/discover", json!({})).await;
+        assert_eq!(a.status, 200, "{}", a.text);
+        t.elapsed()
+    };
+    // The mcp function's first invocation (its init may still be running: the wait counts).
+    let first = timed().await;
+    let mut warm = Vec::new();
+    for _ in 0..40 {
+        warm.push(timed().await);
+    }
+    warm.sort();
+    (first, warm)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 /// A benchmark, run by hand (`#[ignore]`d): N tasks through the serverless path — the emulated

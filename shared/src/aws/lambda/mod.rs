@@ -33,6 +33,7 @@ use crate::store::metered::Metered;
 use crate::worker::{Outcome, Worker, WorkerError, WorkerSettings};
 
 mod config;
+mod runtime_api;
 mod start;
 mod sweep;
 #[cfg(test)]
@@ -40,6 +41,7 @@ mod tests;
 mod worker;
 
 pub use config::{Config, ConfigError, MAX_STREAM_SECONDS, MIN_STREAM_SECONDS, UNKNOWN_TOOL_GRACE};
+pub use runtime_api::send_answers_without_delay;
 pub use start::prefer_one_cert_bundle;
 pub use sweep::{SweepError, SweepReport, Sweeper};
 pub use worker::{Action, SqsWorker, decide};
@@ -190,12 +192,14 @@ const LAMBDA_MAX_TIMEOUT: Duration = Duration::from_secs(900);
 /// One HTTP invocation of the `function` function (`mcp`, `tasks`): `answer` runs within the
 /// invocation's deadline (from the Lambda context's `deadline`, see [`request_deadline`]), so
 /// that no wait outlives the function's timeout, and what it counted is written as EMF lines
-/// once it is done ([`flush_metrics`]).
+/// once it is done ([`flush_metrics`]). Before it, the connection the answer goes out on is
+/// set to send without Nagle's delay ([`send_answers_without_delay`]).
 pub async fn http_invocation<F: std::future::Future>(
     function: &str,
     deadline: Option<SystemTime>,
     answer: F,
 ) -> F::Output {
+    send_answers_without_delay();
     let out = crate::clock::within_deadline(deadline.and_then(request_deadline), answer).await;
     flush_metrics(function);
     out
