@@ -5,39 +5,49 @@
 //! A streamed answer (the mcp function behind the streaming integration, the template's only mode)
 //! goes to the Runtime API as one `POST …/response` with a chunked body: `lambda_runtime` writes
 //! the request head, then each chunk as it comes. Its connection is hyper-util's `HttpConnector`
-//! with `TCP_NODELAY` off (it even clears it after connecting), so Nagle's algorithm holds the
-//! first chunk until the head is acknowledged, and the Runtime API's side delays that ACK by
-//! Linux's delayed-ACK timer (40 ms): every streamed answer waited ~40 ms before its body left the
-//! function. Measured on the emulated stack (`tests/aws_functions.rs` `cold_start_figures`, release
-//! binaries): a warm `server/discover` took 44 ms streamed against 1.5 ms buffered (29×); with this
-//! module, 1.5 ms streamed too (0.99× buffered), the same run's reference. `lambda_runtime` (1.5)
-//! builds that connector itself and takes none from its caller, so the option is set here, from
-//! outside, on the socket it opened: each HTTP invocation, before it answers (the connection that
-//! carried its event is idle in the runtime's pool by then, and is the one its answer goes out on),
-//! looks through the process's descriptors for TCP sockets connected to `AWS_LAMBDA_RUNTIME_API`
-//! and sets the option on any that lack it. A connection keeps the option for its life, so the
-//! first invocation sets it and later ones only check that connection (two system calls) and list
-//! the descriptors again (~15 µs for a function's dozen or so) only once it is gone. Once
-//! `lambda_runtime` sets the option itself (or takes a connector), this module goes.
+//! with `TCP_NODELAY` off (it even clears it after connecting), so Nagle's algorithm held the first
+//! chunk until the head was acknowledged, and the Runtime API's side delays that ACK on a
+//! connection in steady use by Linux's delayed-ACK timer (40 ms): every streamed answer waited ~40
+//! ms before its body left the function. `lambda_runtime` (1.5) builds that connector itself and
+//! takes none from its caller, so the option is set here, from outside, on the sockets it opened:
+//! each HTTP invocation, before it answers, looks through the process's descriptors
+//! (`/proc/self/fd`, ~15 µs for a function's dozen or so) for TCP connections to
+//! `AWS_LAMBDA_RUNTIME_API` and sets the option on any that lack it. The connection that carried
+//! the event is among them, and is usually the one the answer goes out on; when the runtime's pool
+//! opens another for the answer (it does when the answer's request asks before the event's
+//! connection is back in the pool: up to one invocation in four here), that one is new, and a new
+//! connection's first segments are acknowledged at once, so it does not wait either; the next
+//! invocation finds it. Measured on the emulated stack (`tests/aws_functions.rs`
+//! `cold_start_figures`, release binaries, warm `server/discover`): 44 ms median streamed against
+//! 1.5 ms buffered (29×) without this; with it 1.3 ms (1.05–1.15× buffered, the same run's
+//! reference) and no answer over 30 ms in 1,200. Checking only the last connection found instead of
+//! listing every time left 2 of 1,200 at ~45 ms (most likely the pool keeping the other of two
+//! connections between two invocations). Once `lambda_runtime` sets the option itself (or takes a
+//! connector), this module goes.
 //!
 //! Linux only (Lambda, and `cargo lambda watch` on Linux); elsewhere it does nothing.
 
 use std::net::{SocketAddr, ToSocketAddrs as _};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
 
 /// Sets `TCP_NODELAY` on this process's connections to the Runtime API that lack it; see the
-/// module's doc. Returns how many it changed (1 at the first invocation, then 0 while that
-/// connection lasts).
+/// module's doc. Returns how many it changed (1 at the first invocation, then 0 unless the
+/// runtime opened another connection since the last call).
 pub fn send_answers_without_delay() -> usize {
-    static RUNTIME_API: OnceLock<RuntimeApi> = OnceLock::new();
+    static RUNTIME_API: OnceLock<Vec<SocketAddr>> = OnceLock::new();
     static LOGGED: AtomicBool = AtomicBool::new(false);
-    let changed = RUNTIME_API.get_or_init(RuntimeApi::from_env).ensure();
-    // The first time at `info`, later ones at `debug`: the runtime's pool opens a new
-    // connection whenever an answer's request asks for one before the event's connection is
-    // back in the pool (4 to 10 in 41 invocations on the emulated stack), and a line for each
-    // would be paid for in the logs. One such fresh connection does not wait for a delayed ACK
-    // (a new connection's first segments are acknowledged at once): only a reused one did.
+    let peers = RUNTIME_API.get_or_init(|| {
+        std::env::var("AWS_LAMBDA_RUNTIME_API")
+            .ok()
+            .and_then(|a| a.to_socket_addrs().ok())
+            .map(Iterator::collect)
+            .unwrap_or_default()
+    });
+    let changed = nodelay_to(peers);
+    // The first time at `info`, later ones at `debug`: the runtime's pool opens connections
+    // of its own accord (4 to 10 in 41 invocations on the emulated stack), and a line for each
+    // would be paid for in the logs.
     if changed > 0 && !LOGGED.swap(true, Ordering::Relaxed) {
         tracing::info!(connections = changed, "runtime_api.nodelay_set");
     } else if changed > 0 {
@@ -46,71 +56,16 @@ pub fn send_answers_without_delay() -> usize {
     changed
 }
 
-/// This process's connections to the Runtime API, as far as they were seen.
-struct RuntimeApi {
-    /// Where `AWS_LAMBDA_RUNTIME_API` points (empty: unknown, nothing is done).
-    peers: Vec<SocketAddr>,
-    /// Whether the runtime holds one connection at a time: it does unless it runs concurrent
-    /// invocations (`AWS_LAMBDA_MAX_CONCURRENCY` > 1, each with its own connection).
-    one_at_a_time: bool,
-    /// The descriptors of the connections found at the last look.
-    known: Mutex<Vec<i32>>,
-}
-
-impl RuntimeApi {
-    fn from_env() -> Self {
-        let var = |k| std::env::var(k).ok();
-        Self::new(
-            var("AWS_LAMBDA_RUNTIME_API")
-                .and_then(|a| a.to_socket_addrs().ok())
-                .map(Iterator::collect)
-                .unwrap_or_default(),
-            var("AWS_LAMBDA_MAX_CONCURRENCY")
-                .and_then(|c| c.parse::<u32>().ok())
-                .is_none_or(|c| c <= 1),
-        )
+/// Sets `TCP_NODELAY` on every TCP connection of this process to one of `peers` that lacks it;
+/// returns how many it changed.
+fn nodelay_to(peers: &[SocketAddr]) -> usize {
+    if peers.is_empty() {
+        return 0;
     }
-
-    fn new(peers: Vec<SocketAddr>, one_at_a_time: bool) -> Self {
-        Self {
-            peers,
-            one_at_a_time,
-            known: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// Sets the option where it lacks; returns how many connections it changed. With one
-    /// connection at a time, a known connection still open, still to the Runtime API and
-    /// with the option set is the one the answer goes out on, and nothing else is looked at
-    /// (a `getsockopt` or two instead of a listing of every descriptor, ~15 µs); otherwise
-    /// (first call, that connection closed or its descriptor reused) every descriptor is.
-    fn ensure(&self) -> usize {
-        if self.peers.is_empty() {
-            return 0;
-        }
-        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-        if self.one_at_a_time
-            && !known.is_empty()
-            && known
-                .iter()
-                .all(|&fd| sockets::state(fd, &self.peers) == Some(true))
-        {
-            return 0;
-        }
-        let mut changed = 0;
-        known.clear();
-        for fd in sockets::all() {
-            match sockets::state(fd, &self.peers) {
-                Some(true) => known.push(fd),
-                Some(false) if sockets::set_nodelay(fd) => {
-                    known.push(fd);
-                    changed += 1;
-                }
-                _ => {}
-            }
-        }
-        changed
-    }
+    sockets::all()
+        .into_iter()
+        .filter(|&fd| sockets::state(fd, peers) == Some(false) && sockets::set_nodelay(fd))
+        .count()
 }
 
 #[cfg(target_os = "linux")]
@@ -198,49 +153,32 @@ mod tests {
 
         // Other tests of this process hold connections of their own, never to this listener:
         // exactly one socket here is connected to it.
-        let runtime = RuntimeApi::new(peers, true);
-        assert_eq!(runtime.ensure(), 1);
+        assert_eq!(nodelay_to(&peers), 1);
         assert!(to_api.nodelay().unwrap(), "the Runtime API connection");
         assert!(!to_other.nodelay().unwrap(), "another peer's connection");
         // The accepted end's peer is the client's ephemeral port, not the listener.
         assert!(!accepted.nodelay().unwrap());
         // Already set: nothing more to change, and the option stays.
-        assert_eq!(runtime.ensure(), 0);
+        assert_eq!(nodelay_to(&peers), 0);
         assert!(to_api.nodelay().unwrap());
         // No Runtime API known: nothing is looked at.
-        assert_eq!(RuntimeApi::new(Vec::new(), true).ensure(), 0);
+        assert_eq!(nodelay_to(&[]), 0);
     }
 
-    /// The connection a runtime opens after its first one closed is found at the next call,
-    /// whatever descriptor it got (the old one's, reused, or another).
+    /// Every connection the runtime opens later is found at the next call, the first one
+    /// still open or not, whatever descriptor it got.
     #[test]
-    fn a_connection_opened_after_the_known_one_closed_is_found() {
+    fn connections_opened_later_are_found_at_the_next_call() {
         let (_listener, peers) = api();
-        let runtime = RuntimeApi::new(peers.clone(), true);
         let first = TcpStream::connect(peers[0]).unwrap();
-        assert_eq!(runtime.ensure(), 1);
+        assert_eq!(nodelay_to(&peers), 1);
+        let second = TcpStream::connect(peers[0]).unwrap();
+        assert_eq!(nodelay_to(&peers), 1, "beside the first");
+        assert!(first.nodelay().unwrap() && second.nodelay().unwrap());
         drop(first);
-        let second = TcpStream::connect(peers[0]).unwrap();
-        assert!(!second.nodelay().unwrap());
-        assert_eq!(runtime.ensure(), 1);
-        assert!(second.nodelay().unwrap());
-    }
-
-    /// With one connection at a time, a known connection that is still fine is the one the
-    /// answer goes out on, and nothing else is looked at; with concurrent invocations each
-    /// has its own connection, and every call looks at all of them.
-    #[test]
-    fn concurrent_runtimes_look_at_every_connection_each_time() {
-        let (_listener, peers) = api();
-        let first = TcpStream::connect(peers[0]).unwrap();
-        let one = RuntimeApi::new(peers.clone(), true);
-        let many = RuntimeApi::new(peers.clone(), false);
-        assert_eq!(one.ensure(), 1);
-        assert_eq!(many.ensure(), 0, "already set by the other");
-        let second = TcpStream::connect(peers[0]).unwrap();
-        assert_eq!(one.ensure(), 0, "the known connection is fine: no listing");
-        assert!(!second.nodelay().unwrap());
-        assert_eq!(many.ensure(), 1);
-        assert!(second.nodelay().unwrap() && first.nodelay().unwrap());
+        let third = TcpStream::connect(peers[0]).unwrap();
+        assert!(!third.nodelay().unwrap());
+        assert_eq!(nodelay_to(&peers), 1, "after the first closed");
+        assert!(third.nodelay().unwrap());
     }
 }
