@@ -7,10 +7,10 @@
 //! the request head, then each chunk as it comes. Its connection is hyper-util's `HttpConnector`
 //! with `TCP_NODELAY` off (it even clears it after connecting), so Nagle's algorithm held the first
 //! chunk until the head was acknowledged, and the Runtime API's side delays that ACK on a
-//! connection in steady use by Linux's delayed-ACK timer (40 ms): every streamed answer waited ~40
-//! ms before its body left the function. `lambda_runtime` (1.5) builds that connector itself and
-//! takes none from its caller, so the option is set here, from outside, on the sockets it opened:
-//! each HTTP invocation, before it answers, looks through the process's descriptors
+//! connection in steady use by Linux's delayed-ACK timer (40 ms): every streamed answer waited
+//! ~40 ms before its body left the function. `lambda_runtime` (1.5) builds that connector itself
+//! and takes none from its caller, so the option is set here, from outside, on the sockets it
+//! opened: each HTTP invocation, before it answers, looks through the process's descriptors
 //! (`/proc/self/fd`, ~15 µs for a function's dozen or so) for TCP connections to
 //! `AWS_LAMBDA_RUNTIME_API` and sets the option on any that lack it. The connection that carried
 //! the event is among them, and is usually the one the answer goes out on; when the runtime's pool
@@ -19,11 +19,11 @@
 //! connection's first segments are acknowledged at once, so it does not wait either; the next
 //! invocation finds it. Measured on the emulated stack (`tests/aws_functions.rs`
 //! `cold_start_figures`, release binaries, warm `server/discover`): 44 ms median streamed against
-//! 1.5 ms buffered (29×) without this; with it 1.3 ms (1.05–1.15× buffered, the same run's
-//! reference) and no answer over 30 ms in 1,200. Checking only the last connection found instead of
-//! listing every time left 2 of 1,200 at ~45 ms (most likely the pool keeping the other of two
-//! connections between two invocations). Once `lambda_runtime` sets the option itself (or takes a
-//! connector), this module goes.
+//! 1.5 ms buffered (29×) without this; with it 1.3–1.5 ms (0.98–1.18× buffered, the same run's
+//! reference) and no answer over 30 ms in 2,400 over six runs. Checking only the last connection
+//! found instead of listing every time left 2 of 1,200 at ~45 ms (most likely the pool keeping the
+//! other of two connections between two invocations). Once `lambda_runtime` sets the option itself
+//! (or takes a connector), this module goes.
 //!
 //! Linux only (Lambda, and `cargo lambda watch` on Linux); elsewhere it does nothing.
 
