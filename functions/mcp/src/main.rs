@@ -20,16 +20,18 @@ async fn serve() -> Result<(), Error> {
     tracing::init_default_subscriber();
     let config = Config::from_env(Role::Mcp)?;
     let router = http_router(&config, &Ports::connect(&config).await);
+    // Behind a streaming integration (`RESPONSE_STREAMING=true`) every answer goes out as
+    // it is written: a JSON answer as one whole body, an SSE answer event by event.
+    let streamed = config.stream_budget.is_some();
     // Each request runs within its invocation's deadline; its metrics go out after it.
     let handler = service_fn(move |req: Request| {
         let deadline = req.lambda_context_ref().map(|c| c.deadline());
-        http_invocation("mcp", deadline, router.clone().oneshot(req))
+        http_invocation("mcp", streamed, deadline, router.clone().oneshot(req))
     });
-    // Behind a streaming integration (`RESPONSE_STREAMING=true`) every answer goes out as
-    // it is written: a JSON answer as one whole body, an SSE answer event by event.
-    match config.stream_budget {
-        Some(_) => run_with_streaming_response(handler).await,
-        None => run(handler).await,
+    if streamed {
+        run_with_streaming_response(handler).await
+    } else {
+        run(handler).await
     }
 }
 

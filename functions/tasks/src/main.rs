@@ -18,10 +18,11 @@ async fn serve() -> Result<(), Error> {
     tracing::init_default_subscriber();
     let config = Config::from_env(Role::Tasks)?;
     let router = http_router(&config, &Ports::connect(&config).await);
-    // Each request runs within its invocation's deadline; its metrics go out after it.
+    // Each request runs within its invocation's deadline; its metrics go out after it. The
+    // answers are buffered.
     run(service_fn(move |req: Request| {
         let deadline = req.lambda_context_ref().map(|c| c.deadline());
-        http_invocation("tasks", deadline, router.clone().oneshot(req))
+        http_invocation("tasks", false, deadline, router.clone().oneshot(req))
     }))
     .await
 }

@@ -192,14 +192,19 @@ const LAMBDA_MAX_TIMEOUT: Duration = Duration::from_secs(900);
 /// One HTTP invocation of the `function` function (`mcp`, `tasks`): `answer` runs within the
 /// invocation's deadline (from the Lambda context's `deadline`, see [`request_deadline`]), so
 /// that no wait outlives the function's timeout, and what it counted is written as EMF lines
-/// once it is done ([`flush_metrics`]). Before it, the connection the answer goes out on is
-/// set to send without Nagle's delay ([`send_answers_without_delay`]).
+/// once it is done ([`flush_metrics`]). When the answer is `streamed` (the mcp function
+/// behind the streaming integration), the connection it goes out on is first set to send
+/// without Nagle's delay ([`send_answers_without_delay`]); a buffered answer leaves as one
+/// write, which Nagle never holds, so it skips that look through the descriptors.
 pub async fn http_invocation<F: std::future::Future>(
     function: &str,
+    streamed: bool,
     deadline: Option<SystemTime>,
     answer: F,
 ) -> F::Output {
-    send_answers_without_delay();
+    if streamed {
+        send_answers_without_delay();
+    }
     let out = crate::clock::within_deadline(deadline.and_then(request_deadline), answer).await;
     flush_metrics(function);
     out

@@ -10,7 +10,7 @@
 //! connection in steady use by Linux's delayed-ACK timer (40 ms): every streamed answer waited
 //! ~40 ms before its body left the function. `lambda_runtime` (1.5) builds that connector itself
 //! and takes none from its caller, so the option is set here, from outside, on the sockets it
-//! opened: each HTTP invocation, before it answers, looks through the process's descriptors
+//! opened: each streamed invocation, before it answers, looks through the process's descriptors
 //! (`/proc/self/fd`, ~15 µs for a function's dozen or so) for TCP connections to
 //! `AWS_LAMBDA_RUNTIME_API` and sets the option on any that lack it. The connection that carried
 //! the event is among them, and is usually the one the answer goes out on; when the runtime's pool
