@@ -753,6 +753,43 @@ fn the_template_reader_finds_each_functions_grants() {
     assert!(!has("worker", "dynamodb:DeleteItem"), "{:?}", g["worker"]);
 }
 
+/// Only the mcp function takes `tools/call`, so only its binary carries the schema engine that
+/// checks the arguments (with its regex engines, a fifth of a function's binary): the tasks
+/// function serves `tasks/*` with no tool registered (`aws::lambda::tasks_router`), and the
+/// worker's registry does not check arguments (`tools::Registry::checking_arguments`). Each
+/// binary is searched for a source file of the engine (`…/jsonschema-<version>/src/…`), which
+/// the panic locations of any of its code a binary links carry, stripped or not. Without the
+/// emulator.
+#[test]
+fn only_the_mcp_function_links_the_schema_engine() {
+    const CRATE: &[u8] = b"/jsonschema-";
+    let links = |path: &std::path::Path| {
+        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        (0..bytes.len().saturating_sub(CRATE.len())).any(|i| {
+            let Some(rest) = bytes[i..].strip_prefix(CRATE) else {
+                return false;
+            };
+            let version = rest
+                .iter()
+                .take_while(|c| c.is_ascii_digit() || **c == b'.')
+                .count();
+            version > 0 && rest[version..].starts_with(b"/src/")
+        })
+    };
+    let b = support_aws::binaries();
+    assert!(
+        links(&b.mcp),
+        "the mcp binary names none of the engine's sources: this check looks for the wrong thing"
+    );
+    for (name, path) in [
+        ("tasks", &b.tasks),
+        ("worker", &b.worker),
+        ("sweep", &b.sweep),
+    ] {
+        assert!(!links(path), "the {name} function links the schema engine");
+    }
+}
+
 /// A cold start, measured (not asserted: timings on shared machines are noisy): each function's
 /// init duration, then the first `server/discover` through the front against the median and slowest
 /// of 400 warm ones (and how many took over 30 ms), behind the streaming integration (the

@@ -25,13 +25,20 @@ pub enum ToolSet {
     Conformance,
 }
 
-/// The registry of a tool set.
-pub fn registry(tools: ToolSet) -> Arc<Registry> {
-    let tools: Vec<Arc<dyn Tool>> = match tools {
+/// The tools of a tool set.
+pub fn tools(set: ToolSet) -> Vec<Arc<dyn Tool>> {
+    match set {
         ToolSet::Builtin => crate::tools::builtin::builtin_tools(),
         ToolSet::Conformance => crate::tools::fixtures::conformance_tools(),
-    };
-    Arc::new(Registry::new(tools))
+    }
+}
+
+/// The registry of a tool set as a host that serves `tools/call` needs it: checking each
+/// call's arguments against the tool's schema ([`Registry::checking_arguments`]). A worker
+/// alone, which never takes a call, builds `Registry::new(tools(set))`, without the schema
+/// engine.
+pub fn registry(set: ToolSet) -> Arc<Registry> {
+    Arc::new(Registry::new(tools(set)).checking_arguments())
 }
 
 /// The ports a host hands to the root.

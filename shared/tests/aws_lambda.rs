@@ -21,7 +21,9 @@ use std::time::Duration;
 use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use mcp_tasks_core::aws::dynamo::{DynamoStore, create_table};
-use mcp_tasks_core::aws::lambda::{Config, Ports, Role, SqsWorker, Sweeper, http_router};
+use mcp_tasks_core::aws::lambda::{
+    Config, Ports, Role, SqsWorker, Sweeper, http_router, tasks_router,
+};
 use mcp_tasks_core::aws::sqs::{self, SqsQueue};
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -132,7 +134,7 @@ async fn a_task_runs_end_to_end_through_the_lambda_handlers() {
     assert!(out.batch_item_failures.is_empty(), "{out:?}");
 
     // tasks: tasks/get sees the result.
-    let tasks = http_router(&config(Role::Tasks, &table, &queue_url), &ports);
+    let tasks = tasks_router(&config(Role::Tasks, &table, &queue_url), &ports);
     let got = call(
         tasks.clone(),
         "tasks/get",

@@ -75,7 +75,7 @@ fn service() -> Arc<McpService> {
         Arc::new(McpService::new(
             config,
             engine,
-            Arc::new(Registry::new(conformance_tools())),
+            Arc::new(Registry::new(conformance_tools()).checking_arguments()),
             StateSealer::random(),
         ))
     })

@@ -4,7 +4,7 @@
 use lambda_http::tower::ServiceExt as _;
 use lambda_http::{Error, Request, RequestExt as _, run, service_fn, tracing};
 use mcp_tasks_core::aws::lambda::{
-    Config, Ports, Role, http_invocation, http_router, prefer_one_cert_bundle,
+    Config, Ports, Role, http_invocation, prefer_one_cert_bundle, tasks_router,
 };
 
 fn main() -> Result<(), Error> {
@@ -17,7 +17,7 @@ fn main() -> Result<(), Error> {
 async fn serve() -> Result<(), Error> {
     tracing::init_default_subscriber();
     let config = Config::from_env(Role::Tasks)?;
-    let router = http_router(&config, &Ports::connect(&config).await);
+    let router = tasks_router(&config, &Ports::connect(&config).await);
     // Each request runs within its invocation's deadline; its metrics go out after it. The
     // answers are buffered.
     run(service_fn(move |req: Request| {
@@ -42,7 +42,10 @@ mod tests {
         .unwrap();
         let (ports, _rx) = Ports::in_memory();
         let request = lambda_http::request::from_str(event).expect("an API Gateway event");
-        let response = http_router(&config, &ports).oneshot(request).await.unwrap();
+        let response = tasks_router(&config, &ports)
+            .oneshot(request)
+            .await
+            .unwrap();
         let body = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
             .unwrap();

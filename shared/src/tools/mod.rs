@@ -103,13 +103,21 @@ pub struct Registry {
     mirrored: Vec<Vec<(String, String)>>,
     /// Per tool, its input schema compiled (on first use), or why it cannot be.
     validators: Vec<OnceLock<Result<jsonschema::Validator, String>>>,
+    /// How [`Registry::validate`] checks a tool's arguments: [`Registry::check_schema`] once
+    /// [`Registry::checking_arguments`] set it, else [`Registry::not_checked`]. Reached only
+    /// through this pointer, the schema engine (a fifth of a function's binary) is linked
+    /// into the programs that serve `tools/call` (the mcp function, the local server) and
+    /// not into the worker or the tasks function.
+    check: fn(&Self, usize, &Value) -> Result<(), String>,
 }
 
 /// Most validation errors named in one refusal.
 const MAX_ARGUMENT_ERRORS: usize = 3;
 
 impl Registry {
-    /// A registry of `tools`, in that order. Later duplicates of a name are refused.
+    /// A registry of `tools`, in that order, for running their jobs (the worker) or serving
+    /// `tasks/*` only: it does not check arguments ([`Registry::checking_arguments`] makes it
+    /// do so). Later duplicates of a name are refused.
     pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
         let mut by_name = HashMap::new();
         let mut kept: Vec<Arc<dyn Tool>> = Vec::new();
@@ -139,7 +147,27 @@ impl Registry {
             list,
             mirrored,
             validators,
+            check: Self::not_checked,
         }
+    }
+
+    /// This registry, checking each call's arguments against its tool's `inputSchema`
+    /// ([`Registry::validate`]): what a host that serves `tools/call` builds.
+    pub fn checking_arguments(mut self) -> Self {
+        self.check = Self::check_schema;
+        self
+    }
+
+    /// [`Registry::validate`] of a registry built without [`Registry::checking_arguments`]:
+    /// a host wired that way would take arguments nobody checked, so every call is refused,
+    /// loudly, instead.
+    fn not_checked(&self, i: usize, _arguments: &Value) -> Result<(), String> {
+        let name = self.tools[i].def().name;
+        tracing::error!(
+            tool = name,
+            "arguments reached a registry that does not check them"
+        );
+        Err(format!("Tool {name} cannot take calls on this server"))
     }
 
     /// Checks `arguments` against the tool's declared `inputSchema` (JSON Schema 2020-12, no
@@ -150,6 +178,12 @@ impl Registry {
         let Some(&i) = self.by_name.get(name) else {
             return Ok(());
         };
+        (self.check)(self, i, arguments)
+    }
+
+    /// [`Registry::validate`] of tool `i`, with its compiled schema.
+    fn check_schema(&self, i: usize, arguments: &Value) -> Result<(), String> {
+        let name = self.tools[i].def().name;
         let validator = self.validators[i].get_or_init(|| {
             jsonschema::validator_for(&self.tools[i].def().input_schema).map_err(|e| {
                 tracing::error!(tool = name, error = %e.masked(), "a tool's inputSchema does not compile");

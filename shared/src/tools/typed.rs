@@ -224,7 +224,7 @@ mod tests {
 
     #[test]
     fn the_registry_serves_validates_and_mirrors_the_derived_schema() {
-        let registry = super::super::Registry::new(vec![typed(Echo)]);
+        let registry = super::super::Registry::new(vec![typed(Echo)]).checking_arguments();
         let listed = &registry.list()[0];
         assert_eq!(listed["inputSchema"], input_schema::<Args>());
         assert_eq!(
@@ -238,6 +238,21 @@ mod tests {
         assert!(
             e.contains("arguments/n") && e.contains("arguments/region"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_registry_that_does_not_check_arguments_refuses_every_call() {
+        // The worker's and the tasks function's registries never take a call; one wired into
+        // a host that does refuses it rather than pass arguments nobody checked.
+        let registry = super::super::Registry::new(vec![typed(Echo)]);
+        let ok = json!({"text": "hi", "n": 1, "region": "eu", "mode": "fast"});
+        let e = registry.validate("echo", &ok).unwrap_err();
+        assert_eq!(e, "Tool echo cannot take calls on this server");
+        assert_eq!(
+            registry.validate("unknown", &ok),
+            Ok(()),
+            "the caller refuses it"
         );
     }
 }

@@ -5,12 +5,12 @@
 //! | function | event                            | here                             |
 //! |----------|----------------------------------|----------------------------------|
 //! | `mcp`    | API Gateway proxy (REST or HTTP) | [`http_router`] (everything)     |
-//! | `tasks`  | API Gateway proxy (REST or HTTP) | [`http_router`] (`tasks/*` only) |
+//! | `tasks`  | API Gateway proxy (REST or HTTP) | [`tasks_router`] (`tasks/*` only)|
 //! | `worker` | SQS batch                        | [`SqsWorker::handle`]            |
 //! | `sweep`  | EventBridge schedule             | [`Sweeper::run`]                 |
 //!
 //! The HTTP functions serve the very router the local server serves ([`crate::http::router`]);
-//! the tasks function differs by one flag ([`ServiceConfig::tasks_only`]).
+//! the tasks function differs by one flag ([`ServiceConfig::tasks_only`]) and serves no tool.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -30,6 +30,7 @@ use crate::queue::{WorkMessage, WorkQueue};
 use crate::quota::Quotas;
 use crate::store::StoreError;
 use crate::store::metered::Metered;
+use crate::tools::Registry;
 use crate::worker::{Outcome, Worker, WorkerError, WorkerSettings};
 
 mod config;
@@ -124,8 +125,8 @@ impl Ports {
     }
 }
 
-/// The MCP service of the mcp or tasks function.
-pub fn service(config: &Config, ports: &Ports) -> Arc<McpService> {
+/// The MCP service of the mcp or tasks function, serving `tools`.
+pub fn service(config: &Config, ports: &Ports, tools: Arc<Registry>) -> Arc<McpService> {
     let service = ServiceConfig {
         allowed_hosts: config.allowed_hosts.clone(),
         tasks_only: config.role == Role::Tasks,
@@ -144,16 +145,28 @@ pub fn service(config: &Config, ports: &Ports) -> Arc<McpService> {
     crate::app::service(
         service,
         crate::app::engine(ports, &config.tasks),
-        crate::app::registry(config.tools),
+        tools,
         key,
         config.auth.clone(),
         ports,
     )
 }
 
-/// The HTTP router for `lambda_http::run` — the same one the local server serves.
+/// The mcp function's HTTP router for `lambda_http::run`: the one the local server serves
+/// ([`crate::http::router`]), with the tool set `config.tools`.
 pub fn http_router(config: &Config, ports: &Ports) -> axum::Router {
-    crate::http::router(service(config, ports))
+    crate::http::router(service(config, ports, crate::app::registry(config.tools)))
+}
+
+/// The tasks function's HTTP router: the same service, `tasks/*` only ([`Role::Tasks`]), with
+/// no tool registered, since `tasks/*` never looks one up. Chosen in its `main`, not by the
+/// role at run time, so that the tools' jobs and the schema engine stay out of its binary.
+pub fn tasks_router(config: &Config, ports: &Ports) -> axum::Router {
+    let config = Config {
+        role: Role::Tasks,
+        ..config.clone()
+    };
+    crate::http::router(service(&config, ports, Arc::new(Registry::new(Vec::new()))))
 }
 
 /// The tokio instant of a wall-clock deadline (the Lambda context's).

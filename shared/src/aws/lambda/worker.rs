@@ -77,7 +77,9 @@ impl SqsWorker {
 
     /// As [`SqsWorker::new`], with explicit worker timing (tests).
     pub fn with_settings(config: &Config, ports: &Ports, settings: WorkerSettings) -> Self {
-        let tools = crate::app::registry(config.tools);
+        // The worker runs jobs and never takes a call: its registry does not check arguments,
+        // which keeps the schema engine out of its binary.
+        let tools = Arc::new(Registry::new(crate::app::tools(config.tools)));
         Self {
             worker: crate::app::worker(ports, tools, &config.tasks, settings),
             queue: ports.queue.clone(),

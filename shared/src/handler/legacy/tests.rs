@@ -30,7 +30,7 @@ fn service(budget: Duration) -> Arc<McpService> {
     Arc::new(McpService::new(
         config,
         engine,
-        Arc::new(Registry::new(builtin_tools())),
+        Arc::new(Registry::new(builtin_tools()).checking_arguments()),
         StateSealer::random(),
     ))
 }

@@ -38,7 +38,7 @@ fn rig(stream: Option<Duration>, max_streams: usize) -> Rig {
     let service = Arc::new(McpService::new(
         config,
         engine.clone(),
-        Arc::new(Registry::new(builtin_tools())),
+        Arc::new(Registry::new(builtin_tools()).checking_arguments()),
         StateSealer::random(),
     ));
     Rig {

@@ -72,7 +72,7 @@ impl ToolKit {
     /// A kit for any [`Tool`] (an untyped one, or one taken from a registry).
     pub fn for_tool(tool: Arc<dyn Tool>) -> Self {
         Self {
-            registry: Registry::new(vec![tool.clone()]),
+            registry: Registry::new(vec![tool.clone()]).checking_arguments(),
             tool,
             client_capabilities: json!({"elicitation": {}, "sampling": {}, "roots": {}}),
             save_every: Duration::ZERO,
