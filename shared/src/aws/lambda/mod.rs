@@ -42,7 +42,6 @@ mod tests;
 mod worker;
 
 pub use config::{Config, ConfigError, MAX_STREAM_SECONDS, MIN_STREAM_SECONDS, UNKNOWN_TOOL_GRACE};
-pub use runtime_api::send_answers_without_delay;
 pub use start::prefer_one_cert_bundle;
 pub use sweep::{SweepError, SweepReport, Sweeper};
 pub use worker::{Action, SqsWorker, decide};
@@ -207,8 +206,8 @@ const LAMBDA_MAX_TIMEOUT: Duration = Duration::from_secs(900);
 /// that no wait outlives the function's timeout, and what it counted is written as EMF lines
 /// once it is done ([`flush_metrics`]). When the answer is `streamed` (the mcp function
 /// behind the streaming integration), the connection it goes out on is first set to send
-/// without Nagle's delay ([`send_answers_without_delay`]); a buffered answer leaves as one
-/// write, which Nagle never holds, so it skips that look through the descriptors.
+/// without Nagle's delay (`runtime_api.rs`); a buffered answer leaves as one write, which
+/// Nagle never holds, so it skips that look through the descriptors.
 pub async fn http_invocation<F: std::future::Future>(
     function: &str,
     streamed: bool,
@@ -216,7 +215,7 @@ pub async fn http_invocation<F: std::future::Future>(
     answer: F,
 ) -> F::Output {
     if streamed {
-        send_answers_without_delay();
+        runtime_api::send_answers_without_delay();
     }
     let out = crate::clock::within_deadline(deadline.and_then(request_deadline), answer).await;
     flush_metrics(function);

@@ -32,9 +32,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Sets `TCP_NODELAY` on this process's connections to the Runtime API that lack it; see the
-/// module's doc. Returns how many it changed (1 at the first invocation, then 0 unless the
-/// runtime opened another connection since the last call).
-pub fn send_answers_without_delay() -> usize {
+/// module's doc.
+pub(super) fn send_answers_without_delay() {
     static RUNTIME_API: OnceLock<Vec<SocketAddr>> = OnceLock::new();
     static LOGGED: AtomicBool = AtomicBool::new(false);
     let peers = RUNTIME_API.get_or_init(|| {
@@ -53,7 +52,6 @@ pub fn send_answers_without_delay() -> usize {
     } else if changed > 0 {
         tracing::debug!(connections = changed, "runtime_api.nodelay_set");
     }
-    changed
 }
 
 /// Sets `TCP_NODELAY` on every TCP connection of this process to one of `peers` that lacks it;
