@@ -2,11 +2,9 @@
 //! `tasks/*` included, through the same router.
 
 use lambda_http::tower::ServiceExt as _;
-use lambda_http::{
-    Error, Request, RequestExt as _, run, run_with_streaming_response, service_fn, tracing,
-};
+use lambda_http::{Error, Request, RequestExt as _, run, run_with_streaming_response, service_fn};
 use mcp_tasks_core::aws::lambda::{
-    Config, Ports, Role, http_invocation, http_router, prefer_one_cert_bundle,
+    Config, Ports, Role, http_invocation, http_router, init_logging, prefer_one_cert_bundle,
 };
 
 fn main() -> Result<(), Error> {
@@ -17,7 +15,7 @@ fn main() -> Result<(), Error> {
 
 #[tokio::main]
 async fn serve() -> Result<(), Error> {
-    tracing::init_default_subscriber();
+    init_logging();
     let config = Config::from_env(Role::Mcp)?;
     let router = http_router(&config, &Ports::connect(&config).await);
     // Behind a streaming integration (`RESPONSE_STREAMING=true`) every answer goes out as

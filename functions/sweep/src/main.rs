@@ -1,9 +1,9 @@
 //! Lambda `sweep`: on a schedule, re-enqueues orphaned tasks and purges expired ones.
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use lambda_runtime::{Error, LambdaEvent, run, service_fn, tracing};
+use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use mcp_tasks_core::aws::lambda::{
-    Config, Ports, Role, SweepReport, Sweeper, flush_metrics, prefer_one_cert_bundle,
+    Config, Ports, Role, SweepReport, Sweeper, flush_metrics, init_logging, prefer_one_cert_bundle,
     request_deadline,
 };
 
@@ -28,7 +28,7 @@ fn main() -> Result<(), Error> {
 
 #[tokio::main]
 async fn serve() -> Result<(), Error> {
-    tracing::init_default_subscriber();
+    init_logging();
     let config = Config::from_env(Role::Sweep)?;
     let sweeper = &Sweeper::new(&config, &Ports::connect(&config).await);
     run(service_fn(move |event| handler(sweeper, event))).await

@@ -2,9 +2,9 @@
 //! rules send `Mcp-Method: tasks/*` here); any other method is `-32601`.
 
 use lambda_http::tower::ServiceExt as _;
-use lambda_http::{Error, Request, RequestExt as _, run, service_fn, tracing};
+use lambda_http::{Error, Request, RequestExt as _, run, service_fn};
 use mcp_tasks_core::aws::lambda::{
-    Config, Ports, Role, http_invocation, prefer_one_cert_bundle, tasks_router,
+    Config, Ports, Role, http_invocation, init_logging, prefer_one_cert_bundle, tasks_router,
 };
 
 fn main() -> Result<(), Error> {
@@ -15,7 +15,7 @@ fn main() -> Result<(), Error> {
 
 #[tokio::main]
 async fn serve() -> Result<(), Error> {
-    tracing::init_default_subscriber();
+    init_logging();
     let config = Config::from_env(Role::Tasks)?;
     let router = tasks_router(&config, &Ports::connect(&config).await);
     // Each request runs within its invocation's deadline; its metrics go out after it. The

@@ -2,9 +2,10 @@
 //! (`ReportBatchItemFailures`); the policy lives in `mcp_tasks_core::aws::lambda`.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use lambda_runtime::{Error, LambdaEvent, run, service_fn, tracing};
+use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use mcp_tasks_core::aws::lambda::{
-    Config, Ports, Role, SqsWorker, flush_metrics, prefer_one_cert_bundle, worker_deadline,
+    Config, Ports, Role, SqsWorker, flush_metrics, init_logging, prefer_one_cert_bundle,
+    worker_deadline,
 };
 
 async fn handler(
@@ -25,7 +26,7 @@ fn main() -> Result<(), Error> {
 
 #[tokio::main]
 async fn serve() -> Result<(), Error> {
-    tracing::init_default_subscriber();
+    init_logging();
     let config = Config::from_env(Role::Worker)?;
     let worker = &SqsWorker::new(&config, &Ports::connect(&config).await);
     run(service_fn(move |event| handler(worker, event))).await

@@ -34,6 +34,7 @@ use crate::tools::Registry;
 use crate::worker::{Outcome, Worker, WorkerError, WorkerSettings};
 
 mod config;
+mod logging;
 mod runtime_api;
 mod start;
 mod sweep;
@@ -42,6 +43,7 @@ mod tests;
 mod worker;
 
 pub use config::{Config, ConfigError, MAX_STREAM_SECONDS, MIN_STREAM_SECONDS, UNKNOWN_TOOL_GRACE};
+pub use logging::init_logging;
 pub use start::prefer_one_cert_bundle;
 pub use sweep::{SweepError, SweepReport, Sweeper};
 pub use worker::{Action, SqsWorker, decide};
