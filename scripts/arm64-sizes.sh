@@ -26,7 +26,7 @@ MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-target_dir=${CARGO_TARGET_DIR:-$root/target}
+target_dir=$(realpath -m "${CARGO_TARGET_DIR:-$root/target}")
 work="$target_dir/arm64-sizes"
 mkdir -p "$work"
 

@@ -753,41 +753,76 @@ fn the_template_reader_finds_each_functions_grants() {
     assert!(!has("worker", "dynamodb:DeleteItem"), "{:?}", g["worker"]);
 }
 
-/// Only the mcp function takes `tools/call`, so only its binary carries the schema engine that
-/// checks the arguments (with its regex engines, a fifth of a function's binary): the tasks
-/// function serves `tasks/*` with no tool registered (`aws::lambda::tasks_router`), and the
-/// worker's registry does not check arguments (`tools::Registry::checking_arguments`). Each
-/// binary is searched for a source file of the engine (`…/jsonschema-<version>/src/…`), which
-/// the panic locations of any of its code a binary links carry, stripped or not. Without the
-/// emulator.
+/// What each function links, checked on its binary: what it does not use costs every cold start
+/// (its pages read, its relocations applied) and the deployment package. A crate's code is
+/// found by its source files (`…/<crate>-<version>/src/…`), which the panic locations of any
+/// of its code a binary links carry, stripped or not. Without the emulator.
+///
+/// - The JSON Schema engine that checks `tools/call` arguments, with its regex engines (a fifth
+///   of a function's binary), only in the mcp function: the tasks function serves `tasks/*`
+///   with no tool registered (`aws::lambda::tasks_router`), and the worker's registry does not
+///   check arguments (`tools::Registry::checking_arguments`).
+/// - No regex engine anywhere else: the functions' logger filters by target
+///   (`aws::lambda::init_logging`), not with `EnvFilter`'s patterns.
+/// - No HTTP/2 anywhere: the AWS clients talk HTTP/1.1 through `aws/https.rs`, not the SDK's
+///   default client, which links `h2`.
 #[test]
-fn only_the_mcp_function_links_the_schema_engine() {
-    const CRATE: &[u8] = b"/jsonschema-";
-    let links = |path: &std::path::Path| {
-        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        (0..bytes.len().saturating_sub(CRATE.len())).any(|i| {
-            let Some(rest) = bytes[i..].strip_prefix(CRATE) else {
-                return false;
-            };
-            let version = rest
-                .iter()
-                .take_while(|c| c.is_ascii_digit() || **c == b'.')
-                .count();
-            version > 0 && rest[version..].starts_with(b"/src/")
-        })
-    };
+fn the_functions_link_only_what_they_use() {
     let b = support_aws::binaries();
-    assert!(
-        links(&b.mcp),
-        "the mcp binary names none of the engine's sources: this check looks for the wrong thing"
-    );
     for (name, path) in [
+        ("mcp", &b.mcp),
         ("tasks", &b.tasks),
         ("worker", &b.worker),
         ("sweep", &b.sweep),
     ] {
-        assert!(!links(path), "the {name} function links the schema engine");
+        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let crates = linked_crates(&bytes);
+        // The control: every function links hyper; a search that misses it looks for the
+        // wrong thing.
+        assert!(
+            crates.contains("hyper"),
+            "the {name} binary names none of hyper's sources"
+        );
+        assert!(
+            !crates.contains("h2"),
+            "the {name} function links HTTP/2 (h2)"
+        );
+        let only_mcp = name == "mcp";
+        for krate in ["jsonschema", "regex-automata"] {
+            assert_eq!(
+                crates.contains(krate),
+                only_mcp,
+                "the {name} function {} {krate}",
+                if only_mcp { "does not link" } else { "links" }
+            );
+        }
     }
+}
+
+/// The crates whose sources (`/<crate>-<version>/src/`) a binary names.
+fn linked_crates(bytes: &[u8]) -> std::collections::HashSet<String> {
+    let mut crates = std::collections::HashSet::new();
+    for (at, _) in bytes.windows(5).enumerate().filter(|(_, w)| *w == b"/src/") {
+        let before = &bytes[..at];
+        let version = before
+            .iter()
+            .rev()
+            .take_while(|c| c.is_ascii_digit() || **c == b'.')
+            .count();
+        let Some(rest) = before[..before.len() - version].strip_suffix(b"-") else {
+            continue;
+        };
+        let name = rest
+            .iter()
+            .rev()
+            .take_while(|c| c.is_ascii_alphanumeric() || **c == b'-' || **c == b'_')
+            .count();
+        if version > 0 && name > 0 && rest[..rest.len() - name].ends_with(b"/") {
+            let name = &rest[rest.len() - name..];
+            crates.insert(String::from_utf8_lossy(name).into_owned());
+        }
+    }
+    crates
 }
 
 /// A cold start, measured (not asserted: timings on shared machines are noisy): each function's

@@ -35,8 +35,9 @@ use serde_json::{Value, json};
 /// A client for the emulator, or `None` (after the SKIPPED line) when there is none.
 async fn client() -> Option<Client> {
     let [endpoint] = common::endpoints("aws_dynamo", [common::DYNAMODB])?;
-    let mut loader =
-        aws_config::defaults(aws_config::BehaviorVersion::latest()).endpoint_url(endpoint);
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(mcp_tasks_core::aws::https_client())
+        .endpoint_url(endpoint);
     if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() {
         loader = loader.credentials_provider(Credentials::new(
             "test",

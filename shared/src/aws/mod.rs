@@ -51,8 +51,8 @@ pub mod xray;
 /// default, which sets up TLS at its first call rather than when each client is built
 /// ([`https`]).
 pub async fn sdk_config() -> aws_config::SdkConfig {
-    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .http_client(https::connect_at_first_call());
+    let mut loader =
+        aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(https::client());
     if credentials_in_lambda_environment(|k| std::env::var_os(k).is_some()) {
         loader = loader.credentials_provider(
             aws_config::environment::EnvironmentVariableCredentialsProvider::new(),
@@ -62,6 +62,13 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
         }
     }
     loader.load().await
+}
+
+/// The HTTPS client the AWS clients of this process share ([`https`]: HTTP/1.1, set up at its
+/// first call): what an `SdkConfig` built elsewhere than [`sdk_config`] (a test's) must be
+/// given, since the SDK's own default client is not built in.
+pub fn https_client() -> aws_smithy_runtime_api::client::http::SharedHttpClient {
+    https::client()
 }
 
 /// Whether this process is a Lambda function with its credentials in the environment.
@@ -306,6 +313,7 @@ mod tests {
 
     async fn sdk_at(endpoint: &str) -> aws_config::SdkConfig {
         aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .http_client(super::https_client())
             .region(aws_config::Region::new("us-east-1"))
             .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
                 "test", "test", None, None, "test",

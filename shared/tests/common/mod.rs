@@ -51,6 +51,7 @@ pub fn endpoints<const N: usize>(test: &str, groups: [[&str; 2]; N]) -> Option<[
 /// so a test never reaches for a real account's configuration or instance metadata.
 pub async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(mcp_tasks_core::aws::https_client())
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_sqs::config::Credentials::new(
             "test", "test", None, None, "emulator",

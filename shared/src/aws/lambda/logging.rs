@@ -3,7 +3,7 @@
 //! needs no regular expressions.
 //!
 //! `init_default_subscriber` filters with `tracing-subscriber`'s `EnvFilter`, whose span and
-//! field directives bring two regex engines into every function: 0.3 MB of each arm64 binary
+//! field directives bring two regex engines into every function: ~0.25 MB of each arm64 binary
 //! (`regex-automata` and `regex-syntax` with their Unicode tables), in functions that never
 //! match a pattern otherwise (the mcp function's schema engine has its own). [`Targets`] reads
 //! the same `target=level` directives, which is what operators set.

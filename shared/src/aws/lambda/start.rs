@@ -3,7 +3,8 @@
 //!
 //! # Why one CA bundle
 //!
-//! The SDK's HTTPS client trusts the platform's roots (`rustls-native-certs`): unless
+//! The AWS clients' HTTPS client (`aws/https.rs`, reqwest's `rustls-platform-verifier`,
+//! which on Linux asks `rustls-native-certs`) trusts the platform's roots: unless
 //! `SSL_CERT_FILE` or `SSL_CERT_DIR` says where they are, it reads the distribution's bundle
 //! file *and then every file of every certificate directory it knows* (`/etc/ssl/certs`,
 //! `/etc/pki/tls/certs`, …), parsing each root again. It does so once per process, at the
