@@ -72,6 +72,8 @@ fn log_filter(env: impl Fn(&str) -> Option<String>) -> (Targets, Vec<String>) {
             level = Some(bare);
             continue;
         }
+        // Left to `Targets` alone, `foo[{bar}]=debug` would drop its fields and apply to all
+        // of `foo`, and `=debug` would name the empty target, a prefix of every target.
         let parsed = (!directive.contains(['[', '{']) && !directive.starts_with('='))
             .then(|| Targets::from_str(directive).ok())
             .flatten();
