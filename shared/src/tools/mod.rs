@@ -21,6 +21,7 @@ pub mod fixtures;
 /// The README's "Add a tool" example, compiled and tested (not served).
 #[cfg(test)]
 mod readme_countdown;
+pub mod schema;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 mod typed;
@@ -102,12 +103,12 @@ pub struct Registry {
     /// Per tool, the arguments mirrored in `Mcp-Param-*` headers.
     mirrored: Vec<Vec<(String, String)>>,
     /// Per tool, its input schema compiled (on first use), or why it cannot be.
-    validators: Vec<OnceLock<Result<jsonschema::Validator, String>>>,
+    validators: Vec<OnceLock<Result<schema::Validator, String>>>,
     /// How [`Registry::validate`] checks a tool's arguments: [`Registry::check_schema`] once
     /// [`Registry::checking_arguments`] set it, else [`Registry::not_checked`]. Reached only
-    /// through this pointer, the schema engine (a fifth of a function's binary) is linked
-    /// into the programs that serve `tools/call` (the mcp function, the local server) and
-    /// not into the worker or the tasks function.
+    /// through this pointer, the schema checker is linked into the programs that serve
+    /// `tools/call` (the mcp function, the local server) and not into the worker or the tasks
+    /// function.
     check: fn(&Self, usize, &Value) -> Result<(), String>,
 }
 
@@ -185,23 +186,18 @@ impl Registry {
     fn check_schema(&self, i: usize, arguments: &Value) -> Result<(), String> {
         let name = self.tools[i].def().name;
         let validator = self.validators[i].get_or_init(|| {
-            jsonschema::validator_for(&self.tools[i].def().input_schema).map_err(|e| {
-                tracing::error!(tool = name, error = %e.masked(), "a tool's inputSchema does not compile");
+            schema::Validator::new(&self.tools[i].def().input_schema).map_err(|e| {
+                tracing::error!(tool = name, error = %e, "a tool's inputSchema does not compile");
                 format!("Tool {name} has an invalid input schema")
             })
         });
         let validator = validator.as_ref().map_err(Clone::clone)?;
         let errors: Vec<String> = validator
-            .iter_errors(arguments)
-            .take(MAX_ARGUMENT_ERRORS)
+            .errors(arguments, MAX_ARGUMENT_ERRORS)
+            .into_iter()
             .map(|e| {
-                let at = e.instance_path().to_string();
-                let at = if at.is_empty() {
-                    "arguments".to_owned()
-                } else {
-                    format!("arguments{at}")
-                };
-                crate::protocol::truncate(&format!("{at}: {}", e.masked()), 200)
+                let line = format!("arguments{}: {}", e.path, e.message);
+                crate::protocol::truncate(&line, 200)
             })
             .collect();
         if errors.is_empty() {

@@ -62,7 +62,13 @@ mod tests {
         assert_eq!(job.text(), "Lift-off!");
         assert_eq!((job.steps(), job.runs()), (4, 2));
         assert_eq!(job.status_message(), Some("0 to go"));
-        assert!(kit.start(json!({"from": 0})).await.is_err()); // the schema's minimum
+        let Err(JobError::InvalidParams(refused)) = kit.start(json!({"from": 0})).await else {
+            panic!("the schema's minimum let 0 through");
+        };
+        assert_eq!(
+            refused,
+            "Invalid arguments for tool countdown: arguments/from: is less than 1"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -219,7 +219,7 @@ mod tests {
                 }
             })
         );
-        jsonschema::validator_for(&s).expect("compiles");
+        crate::tools::schema::Validator::new(&s).expect("compiles");
     }
 
     #[test]

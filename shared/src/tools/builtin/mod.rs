@@ -55,7 +55,7 @@ mod tests {
             let schema = &t["inputSchema"];
             assert_eq!(schema["type"], "object", "{}", t["name"]);
             assert_eq!(schema["additionalProperties"], false, "{}", t["name"]);
-            jsonschema::validator_for(schema).expect("compiles");
+            crate::tools::schema::Validator::new(schema).expect("compiles");
         }
     }
 }

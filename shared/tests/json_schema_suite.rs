@@ -1,0 +1,280 @@
+//! The official JSON Schema test suite (draft 2020-12) against the checker of tool arguments,
+//! `tools::schema::Validator`. The suite's files are the repository's copy in
+//! `tests/json-schema-suite/` (origin, commit and what was left out in its README).
+//!
+//! Every case is run both ways the checker answers: `is_valid` and `errors`; the two must
+//! agree with each other and with the suite. A case in `EXPECTED_FAILURES` is one the checker
+//! is known to get wrong (each with its reason); such a case that starts passing fails the run
+//! until it is taken off the list.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use mcp_tasks_core::tools::schema::Validator;
+use serde_json::Value;
+
+/// `"<file>: <group> / <case>"` of each case known to fail, grouped by reason.
+const EXPECTED_FAILURES: &[&str] = &[
+    // References to schemas outside the tool's own (the 2020-12 meta-schema, the suite's
+    // `remotes/` served on localhost:1234): never fetched, so the schema does not compile.
+    "defs.json: validate definition against metaschema / valid definition schema",
+    "defs.json: validate definition against metaschema / invalid definition schema",
+    "ref.json: remote ref, containing refs itself / remote ref valid",
+    "ref.json: remote ref, containing refs itself / remote ref invalid",
+    "dynamicRef.json: strict-tree schema, guards against misspelled properties / instance with misspelled field",
+    "dynamicRef.json: strict-tree schema, guards against misspelled properties / instance with correct field",
+    "dynamicRef.json: tests for implementation dynamic anchor and reference link / incorrect parent schema",
+    "dynamicRef.json: tests for implementation dynamic anchor and reference link / incorrect extended schema",
+    "dynamicRef.json: tests for implementation dynamic anchor and reference link / correct extended schema",
+    "dynamicRef.json: $ref and $dynamicAnchor are independent of order - $defs first / incorrect parent schema",
+    "dynamicRef.json: $ref and $dynamicAnchor are independent of order - $defs first / incorrect extended schema",
+    "dynamicRef.json: $ref and $dynamicAnchor are independent of order - $defs first / correct extended schema",
+    "dynamicRef.json: $ref and $dynamicAnchor are independent of order - $ref first / incorrect parent schema",
+    "dynamicRef.json: $ref and $dynamicAnchor are independent of order - $ref first / incorrect extended schema",
+    "dynamicRef.json: $ref and $dynamicAnchor are independent of order - $ref first / correct extended schema",
+    "dynamicRef.json: $ref to $dynamicRef finds detached $dynamicAnchor / number is valid",
+    "dynamicRef.json: $ref to $dynamicRef finds detached $dynamicAnchor / non-number is invalid",
+    // `\p{…}` classes: regex-lite has no Unicode tables, so the pattern does not compile.
+    "pattern.json: pattern with Unicode property escape requires unicode mode / ASCII letters match",
+    "pattern.json: pattern with Unicode property escape requires unicode mode / Non-ASCII letters match",
+    "pattern.json: pattern with Unicode property escape requires unicode mode / Digits do not match",
+    "patternProperties.json: patternProperties with Unicode property escape / Unicode letter property name matches",
+    "patternProperties.json: patternProperties with Unicode property escape / Non-letter property name does not match pattern",
+];
+
+#[test]
+fn the_draft_2020_12_suite_passes_but_for_the_listed_cases() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/json-schema-suite/draft2020-12");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e} (the suite's copy is missing)", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 40,
+        "only {} suite files in {}",
+        files.len(),
+        dir.display()
+    );
+
+    let expected: BTreeSet<&str> = EXPECTED_FAILURES.iter().copied().collect();
+    let mut failed = BTreeSet::new();
+    let mut why = Vec::new();
+    let mut cases = 0;
+    for path in &files {
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(path).expect("suite file");
+        let groups: Vec<Value> = serde_json::from_str(&text).expect("suite file is JSON");
+        for group in &groups {
+            let compiled = Validator::new(&group["schema"]);
+            for case in group["tests"].as_array().expect("tests") {
+                cases += 1;
+                let name = format!(
+                    "{file}: {} / {}",
+                    group["description"].as_str().unwrap_or("?"),
+                    case["description"].as_str().unwrap_or("?")
+                );
+                let want = case["valid"].as_bool().expect("valid");
+                let verdict = match &compiled {
+                    Err(e) => Err(format!("the schema does not compile: {e}")),
+                    Ok(v) => {
+                        let valid = v.is_valid(&case["data"]);
+                        let errors = v.errors(&case["data"], 3);
+                        if valid != errors.is_empty() {
+                            Err(format!("is_valid says {valid}, errors says {errors:?}"))
+                        } else if valid != want {
+                            Err(format!("valid: {valid}, expected {want} ({errors:?})"))
+                        } else {
+                            Ok(())
+                        }
+                    }
+                };
+                if let Err(e) = verdict {
+                    if !expected.contains(name.as_str()) {
+                        why.push(format!("{name}: {e}"));
+                    }
+                    failed.insert(name);
+                }
+            }
+        }
+    }
+    let passing_listed: Vec<_> = expected.iter().filter(|n| !failed.contains(**n)).collect();
+    println!(
+        "{cases} cases in {} files: {} failed, {} of them listed",
+        files.len(),
+        failed.len(),
+        failed.len() - why.len()
+    );
+    assert!(
+        why.is_empty(),
+        "{} cases fail that are not listed:\n{}",
+        why.len(),
+        why.join("\n")
+    );
+    assert!(
+        passing_listed.is_empty(),
+        "listed as failing but now pass (take them off EXPECTED_FAILURES): {passing_listed:#?}"
+    );
+}
+
+/// Random schemas and arguments, judged by the checker and by the `jsonschema` crate (the
+/// engine the checker replaced, and the tests' oracle for the wire): the verdicts must agree.
+/// The schemas use every keyword the two read alike; left out are `pattern` syntax beyond
+/// the common core, `format` and fractional `multipleOf` (where their documented behaviours
+/// differ), and references (the suite covers them).
+mod second_opinion {
+    use mcp_tasks_core::tools::schema::Validator;
+    use proptest::prelude::*;
+    use serde_json::{Map, Value, json};
+
+    fn instance() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-3i64..=3).prop_map(Value::from),
+            prop::sample::select(vec![-1.5, 0.5, 1.0, 2.0, 2.5]).prop_map(Value::from),
+            prop::sample::select(vec!["", "a", "ab", "b1", "aa", "é"]).prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec(
+                    (prop::sample::select(vec!["a", "b", "c", "ab", "x1"]), inner),
+                    0..4
+                )
+                .prop_map(|kv| Value::Object(
+                    kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+                )),
+            ]
+        })
+    }
+
+    fn keyword(sub: BoxedStrategy<Value>) -> impl Strategy<Value = (String, Value)> {
+        let name = |n: &'static str| n.to_owned();
+        let small = || (0u64..=3).prop_map(Value::from);
+        let number =
+            || prop::sample::select(vec![json!(-2), json!(0), json!(1), json!(1.5), json!(3)]);
+        let type_name = || {
+            prop::sample::select(vec![
+                "null", "boolean", "integer", "number", "string", "array", "object",
+            ])
+        };
+        let key = || prop::sample::select(vec!["a", "b", "c", "ab"]);
+        let subs = || prop::collection::vec(sub.clone(), 1..3).prop_map(Value::Array);
+        prop_oneof![
+            type_name().prop_map(move |t| (name("type"), json!(t))),
+            prop::collection::vec(type_name(), 1..3).prop_map(move |t| (name("type"), json!(t))),
+            prop::collection::vec(instance(), 1..3).prop_map(move |v| (name("enum"), json!(v))),
+            instance().prop_map(move |v| (name("const"), v)),
+            (
+                prop::sample::select(vec![
+                    "minimum",
+                    "maximum",
+                    "exclusiveMinimum",
+                    "exclusiveMaximum"
+                ]),
+                number()
+            )
+                .prop_map(|(k, v)| (k.to_owned(), v)),
+            (1u64..=3).prop_map(move |m| (name("multipleOf"), json!(m))),
+            (
+                prop::sample::select(vec![
+                    "minLength",
+                    "maxLength",
+                    "minItems",
+                    "maxItems",
+                    "minProperties",
+                    "maxProperties",
+                    "minContains",
+                    "maxContains"
+                ]),
+                small()
+            )
+                .prop_map(|(k, v)| (k.to_owned(), v)),
+            prop::sample::select(vec!["^a", "b$", "[0-9]", "^(a|b)+$", "^.$"])
+                .prop_map(move |p| (name("pattern"), json!(p))),
+            any::<bool>().prop_map(move |b| (name("uniqueItems"), json!(b))),
+            prop::collection::vec(key(), 0..3).prop_map(move |r| (name("required"), json!(r))),
+            (key(), prop::collection::vec(key(), 0..2))
+                .prop_map(move |(k, r)| (name("dependentRequired"), json!({k: r}))),
+            (key(), sub.clone()).prop_map(move |(k, s)| (name("dependentSchemas"), json!({k: s}))),
+            prop::collection::vec((key(), sub.clone()), 1..3).prop_map(move |kv| {
+                let m: Map<String, Value> = kv.into_iter().map(|(k, v)| (k.into(), v)).collect();
+                (name("properties"), Value::Object(m))
+            }),
+            (prop::sample::select(vec!["^a", "1$", "b"]), sub.clone())
+                .prop_map(move |(p, s)| (name("patternProperties"), json!({p: s}))),
+            (
+                prop::sample::select(vec![
+                    "additionalProperties",
+                    "unevaluatedProperties",
+                    "propertyNames",
+                    "items",
+                    "contains",
+                    "unevaluatedItems",
+                    "not",
+                    "if",
+                    "then",
+                    "else"
+                ]),
+                sub.clone()
+            )
+                .prop_map(|(k, s)| (k.to_owned(), s)),
+            (
+                prop::sample::select(vec!["allOf", "anyOf", "oneOf", "prefixItems"]),
+                subs()
+            )
+                .prop_map(|(k, s)| (k.to_owned(), s)),
+        ]
+    }
+
+    fn schema() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            any::<bool>().prop_map(Value::Bool),
+            Just(json!({})),
+            Just(json!({"type": "string"})),
+            Just(json!({"type": "integer", "minimum": 0})),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop::collection::vec(keyword(inner.boxed()), 1..4)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect()))
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000)
+        ))]
+        #[test]
+        fn the_checker_and_jsonschema_agree(
+            schema in schema(),
+            instances in prop::collection::vec(instance(), 1..6),
+        ) {
+            let (ours, theirs) = match (
+                Validator::new(&schema),
+                jsonschema::draft202012::new(&schema),
+            ) {
+                (Ok(ours), Ok(theirs)) => (ours, theirs),
+                (Err(_), Err(_)) => return Ok(()),
+                (ours, theirs) => {
+                    return Err(TestCaseError::fail(format!(
+                        "{schema}: the checker says {:?}, jsonschema {:?}",
+                        ours.err(),
+                        theirs.err().map(|e| e.to_string())
+                    )));
+                }
+            };
+            for instance in &instances {
+                prop_assert_eq!(
+                    ours.is_valid(instance),
+                    theirs.is_valid(instance),
+                    "schema {} instance {} (ours: {:?})",
+                    schema,
+                    instance,
+                    ours.errors(instance, 3)
+                );
+            }
+        }
+    }
+}
