@@ -38,7 +38,7 @@ CODE_SUFFIXES = {
 }
 CODE_NAMES = {"Makefile", "run", "Dockerfile"}
 # Copies of upstream documents and schemas: data, never read as paths.
-SKIP_PREFIXES = ("docs/", "tests/spec/")
+SKIP_PREFIXES = ("docs/", "tests/spec/", "shared/tests/json-schema-suite/")
 # Lock files list package names and hashes, not paths.
 SKIP_DIRS = ("scripts/lock/", "tests/peers/lock/")
 

