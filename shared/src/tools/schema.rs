@@ -24,6 +24,7 @@
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use regex_lite::Regex;
 use serde_json::{Map, Number, Value};
@@ -48,19 +49,39 @@ const PAIRWISE_UNIQUE: usize = 32;
 pub struct Validator {
     root: Box<Value>,
     root_base: String,
-    /// The base URI in force at each schema object that has an `$id`.
-    ids: HashMap<usize, String>,
-    /// The target of each `$ref` and `$dynamicRef`, by the address of the schema holding it.
-    refs: HashMap<usize, Target>,
-    dynamic_refs: HashMap<usize, DynamicTarget>,
-    /// `$dynamicAnchor`s: `"<resource URI>#<name>"` -> where and under which base.
-    dynamic_anchors: HashMap<String, (String, String)>,
+    /// What compiling found of each schema object, by its address.
+    nodes: HashMap<usize, Node, BuildHasherDefault<AddrHasher>>,
+    /// `$dynamicAnchor`s: `"<resource URI>#<name>"` -> where.
+    dynamic_anchors: HashMap<String, Target>,
     regexes: HashMap<String, Regex>,
+    /// Whether any schema has `unevaluatedProperties` or `unevaluatedItems`: only then are the
+    /// evaluated properties and items collected.
+    annotate: bool,
 }
 
-/// Where a reference lands: a JSON pointer from the root and the base URI in force there.
+static UNCOMPILED: Node = Node {
+    present: u64::MAX,
+    id: None,
+    reference: None,
+    dynamic: None,
+};
+
+/// One schema object, compiled.
+#[derive(Default)]
+struct Node {
+    /// The keywords it has, one bit each ([`keyword_bit`]).
+    present: u64,
+    /// The base URI its `$id` sets, if it has one.
+    id: Option<String>,
+    reference: Option<Target>,
+    dynamic: Option<DynamicTarget>,
+}
+
+/// Where a reference lands: the JSON pointer's tokens from the root, and the base URI in force
+/// there.
+#[derive(Clone)]
 struct Target {
-    pointer: String,
+    tokens: Vec<String>,
     base: String,
 }
 
@@ -80,6 +101,33 @@ pub struct Failure {
     pub message: String,
 }
 
+/// Records a broken rule at `$at` (its message built only if it is wanted) and notes the
+/// schema as failed; returns `None` from the evaluating function once nothing more can be
+/// learned.
+macro_rules! fail {
+    ($cx:ident, $ok:ident, $at:expr, $msg:expr) => {{
+        *$ok = false;
+        if !$cx.fail($at, || $msg) {
+            return None;
+        }
+    }};
+}
+
+/// A subschema's outcome, its failure (whose reasons it recorded itself) noted as this
+/// schema's; returns `None` from the evaluating function once nothing more can be learned.
+macro_rules! check {
+    ($cx:ident, $ok:ident, $outcome:expr) => {{
+        let outcome = $outcome;
+        if outcome.is_none() {
+            *$ok = false;
+            if $cx.done() {
+                return None;
+            }
+        }
+        outcome
+    }};
+}
+
 impl Validator {
     /// Compiles `schema`, or says what is wrong with it and where.
     pub fn new(schema: &Value) -> Result<Self, String> {
@@ -93,15 +141,17 @@ impl Validator {
             .get("")
             .map_or(DEFAULT_BASE, String::as_str)
             .to_owned();
-        let mut refs = HashMap::new();
-        let mut dynamic_refs = HashMap::new();
-        for pending in &c.pending {
-            let target = c
+        // Resolving a reference may reach a schema the walk did not (one inside an unknown
+        // keyword): it is walked then, and its own references join the queue.
+        let mut next = 0;
+        while let Some(pending) = c.pending.get(next).cloned() {
+            next += 1;
+            let (pointer, base) = c
                 .target(&pending.base, &pending.reference, &root)
                 .ok_or_else(|| {
                     format!(
-                        "{}: {} \"{}\" points to nothing in this schema (references outside it are \
-                     not fetched)",
+                        "{}: {} \"{}\" points to nothing in this schema (references outside it \
+                         are not fetched)",
                         place(&pending.at),
                         if pending.dynamic {
                             "$dynamicRef"
@@ -111,6 +161,15 @@ impl Validator {
                         pending.reference
                     )
                 })?;
+            if !c.bases.contains_key(&pointer) {
+                let target = root.pointer(&pointer).expect("resolved above");
+                c.walk(target, &pointer, &base)?;
+            }
+            let target = Target {
+                tokens: tokens(&pointer),
+                base,
+            };
+            let node = c.nodes.entry(pending.node).or_default();
             if pending.dynamic {
                 let resolved = resolve(&pending.base, &pending.reference);
                 let name = fragment(&resolved)
@@ -120,17 +179,23 @@ impl Validator {
                         c.dynamic_anchors.contains_key(&key)
                     })
                     .map(str::to_owned);
-                dynamic_refs.insert(pending.node, DynamicTarget { target, name });
+                node.dynamic = Some(DynamicTarget { target, name });
             } else {
-                refs.insert(pending.node, target);
+                node.reference = Some(target);
             }
         }
         Ok(Self {
-            ids: c.ids,
-            refs,
-            dynamic_refs,
-            dynamic_anchors: c.dynamic_anchors,
+            nodes: c.nodes,
+            dynamic_anchors: c
+                .dynamic_anchors
+                .into_iter()
+                .map(|(k, (pointer, base))| {
+                    let tokens = tokens(&pointer);
+                    (k, Target { tokens, base })
+                })
+                .collect(),
             regexes: c.regexes,
+            annotate: c.annotate,
             root_base,
             root,
         })
@@ -140,7 +205,7 @@ impl Validator {
     /// [`MAX_DEPTH`] anywhere (even under `not` or one branch of an `anyOf`) do not: a check
     /// that could not be finished does not pass.
     pub fn is_valid(&self, instance: &Value) -> bool {
-        let mut cx = Cx::new(&self.root_base, 0);
+        let mut cx = Cx::new(0);
         self.eval(&self.root, &self.root_base, instance, &Path::Root, &mut cx)
             .is_some()
             && cx.too_deep.is_none()
@@ -149,7 +214,7 @@ impl Validator {
     /// Up to `limit` (at least one) of the rules `instance` breaks; empty when it satisfies the
     /// schema.
     pub fn errors(&self, instance: &Value, limit: usize) -> Vec<Failure> {
-        let mut cx = Cx::new(&self.root_base, limit.max(1));
+        let mut cx = Cx::new(limit.max(1));
         let valid = self
             .eval(&self.root, &self.root_base, instance, &Path::Root, &mut cx)
             .is_some()
@@ -177,8 +242,18 @@ impl Validator {
         cx.failures
     }
 
-    fn node(&self, pointer: &str) -> &Value {
-        self.root.pointer(pointer).unwrap_or(&Value::Bool(true))
+    /// The schema at a reference's target (resolved when compiled).
+    fn node(&self, tokens: &[String]) -> &Value {
+        let mut v: &Value = &self.root;
+        for t in tokens {
+            v = match v {
+                Value::Object(m) => m.get(t),
+                Value::Array(a) => t.parse::<usize>().ok().and_then(|i| a.get(i)),
+                _ => None,
+            }
+            .unwrap_or(&Value::Bool(true));
+        }
+        v
     }
 
     /// Evaluates `schema` against `instance`: the annotations if it holds, `None` if not (with
@@ -206,14 +281,20 @@ impl Validator {
             cx.fail(at, || TOO_DEEP.into());
             return None;
         }
+        // Every schema object a check reaches was compiled; were one not, it would be checked
+        // for every keyword (a `pattern` there, never compiled, would fail: closed, not open).
+        let node = self.nodes.get(&addr(schema)).unwrap_or(&UNCOMPILED);
         cx.depth += 1;
-        let id_base = self.ids.get(&addr(schema));
-        if let Some(b) = id_base {
+        if let Some(b) = &node.id {
             cx.scope.push(b);
         }
-        let base = id_base.map_or(base, String::as_str);
-        let out = self.eval_object(schema, obj, base, instance, at, cx);
-        if id_base.is_some() {
+        let base = node.id.as_deref().unwrap_or(base);
+        let kw = Keywords {
+            obj,
+            present: node.present,
+        };
+        let out = self.eval_object(node, kw, base, instance, at, cx);
+        if node.id.is_some() {
             cx.scope.pop();
         }
         cx.depth -= 1;
@@ -222,103 +303,86 @@ impl Validator {
 
     fn eval_object<'v, 'i>(
         &'v self,
-        schema: &'v Value,
-        obj: &'v Map<String, Value>,
+        node: &'v Node,
+        kw: Keywords<'v>,
         base: &'v str,
         instance: &'i Value,
         at: &Path<'_>,
         cx: &mut Cx<'v>,
     ) -> Option<Ann<'i>> {
         let mut ann = Ann::default();
-        let mut ok = true;
-        // Records a broken rule; stops early when nothing more is wanted.
-        macro_rules! fail {
-            ($at:expr, $msg:expr) => {{
-                ok = false;
-                if !cx.fail($at, || $msg) {
-                    return None;
-                }
-            }};
+        let ok = &mut true;
+        if let Some(t) = &node.reference {
+            let target = self.node(&t.tokens);
+            if let Some(a) = check!(cx, ok, self.follow(target, &t.base, base, instance, at, cx)) {
+                ann.merge(a);
+            }
         }
-        // Merges a subschema's outcome, reported through: its own failures say what broke.
-        macro_rules! through {
-            ($outcome:expr) => {{
-                match $outcome {
-                    Some(a) => ann.merge(a),
-                    None => {
-                        ok = false;
-                        if cx.done() {
-                            return None;
-                        }
-                    }
-                }
-            }};
+        if let Some(d) = &node.dynamic {
+            let (tokens, tbase) = self.dynamic_target(d, cx);
+            let target = self.node(tokens);
+            if let Some(a) = check!(cx, ok, self.follow(target, tbase, base, instance, at, cx)) {
+                ann.merge(a);
+            }
         }
 
-        if obj.contains_key("$ref")
-            && let Some(t) = self.refs.get(&addr(schema))
-        {
-            let target = self.node(&t.pointer);
-            through!(self.follow(target, &t.base, base, instance, at, cx));
-        }
-        if obj.contains_key("$dynamicRef")
-            && let Some(d) = self.dynamic_refs.get(&addr(schema))
-        {
-            let (pointer, tbase) = self.dynamic_target(d, cx);
-            let target = self.node(pointer);
-            through!(self.follow(target, tbase, base, instance, at, cx));
-        }
-
-        if let Some(t) = obj.get("type")
+        if let Some(t) = kw.get("type")
             && !type_matches(t, instance)
         {
-            fail!(at, format!("is not of type {}", type_names(t)));
+            fail!(cx, ok, at, format!("is not of type {}", type_names(t)));
         }
-        if let Some(Value::Array(values)) = obj.get("enum")
+        if let Some(Value::Array(values)) = kw.get("enum")
             && !values.iter().any(|v| json_eq(v, instance))
         {
-            fail!(at, format!("is not one of {}", short_list(values)));
+            fail!(cx, ok, at, format!("is not one of {}", short_list(values)));
         }
-        if let Some(c) = obj.get("const")
+        if let Some(c) = kw.get("const")
             && !json_eq(c, instance)
         {
-            fail!(at, format!("is not {}", short(c)));
+            fail!(cx, ok, at, format!("is not {}", short(c)));
         }
 
         match instance {
-            Value::Number(n) => self.eval_number(obj, n, at, cx, &mut ok)?,
+            Value::Number(n) => self.eval_number(kw, n, at, cx, ok)?,
             Value::String(s) => {
-                let chars = if obj.contains_key("minLength") || obj.contains_key("maxLength") {
+                let chars = if kw.has("minLength") || kw.has("maxLength") {
                     s.chars().count()
                 } else {
                     0
                 };
-                if let Some(min) = count(obj, "minLength")
+                if let Some(min) = count(kw, "minLength")
                     && chars < min
                 {
-                    fail!(at, format!("is shorter than {min} characters"));
+                    fail!(cx, ok, at, format!("is shorter than {min} characters"));
                 }
-                if let Some(max) = count(obj, "maxLength")
+                if let Some(max) = count(kw, "maxLength")
                     && chars > max
                 {
-                    fail!(at, format!("is longer than {max} characters"));
+                    fail!(cx, ok, at, format!("is longer than {max} characters"));
                 }
-                if let Some(Value::String(p)) = obj.get("pattern")
+                if let Some(Value::String(p)) = kw.get("pattern")
                     && !self.regexes.get(p).is_some_and(|re| re.is_match(s))
                 {
-                    fail!(at, format!("does not match the pattern {}", short_str(p)));
+                    fail!(
+                        cx,
+                        ok,
+                        at,
+                        format!("does not match the pattern {}", short_str(p))
+                    );
                 }
             }
             _ => {}
         }
 
         // In-place applicators: their annotations count as this schema's.
-        if let Some(Value::Array(subs)) = obj.get("allOf") {
+        if let Some(Value::Array(subs)) = kw.get("allOf") {
             for sub in subs {
-                through!(self.eval(sub, base, instance, at, cx));
+                if let Some(a) = check!(cx, ok, self.eval(sub, base, instance, at, cx)) {
+                    ann.merge(a);
+                }
             }
         }
-        if let Some(Value::Array(subs)) = obj.get("anyOf") {
+        if let Some(Value::Array(subs)) = kw.get("anyOf") {
             let mut any = false;
             for sub in subs {
                 if let Some(a) = self.quietly(sub, base, instance, at, cx) {
@@ -327,10 +391,10 @@ impl Validator {
                 }
             }
             if !any {
-                fail!(at, "does not match any of the anyOf schemas".into());
+                fail!(cx, ok, at, "does not match any of the anyOf schemas".into());
             }
         }
-        if let Some(Value::Array(subs)) = obj.get("oneOf") {
+        if let Some(Value::Array(subs)) = kw.get("oneOf") {
             let mut matched = 0;
             let mut kept = None;
             for sub in subs {
@@ -341,29 +405,36 @@ impl Validator {
             }
             match (matched, kept) {
                 (1, Some(a)) => ann.merge(a),
-                (0, _) => fail!(at, "does not match any of the oneOf schemas".into()),
+                (0, _) => fail!(cx, ok, at, "does not match any of the oneOf schemas".into()),
                 _ => fail!(
+                    cx,
+                    ok,
                     at,
                     format!("matches {matched} of the oneOf schemas, not one")
                 ),
             }
         }
-        if let Some(sub) = obj.get("not")
+        if let Some(sub) = kw.get("not")
             && self.quietly(sub, base, instance, at, cx).is_some()
         {
-            fail!(at, "matches the schema in \"not\"".into());
+            fail!(cx, ok, at, "matches the schema in \"not\"".into());
         }
-        if let Some(cond) = obj.get("if") {
+        if let Some(cond) = kw.get("if") {
             match self.quietly(cond, base, instance, at, cx) {
                 Some(a) => {
                     ann.merge(a);
-                    if let Some(then) = obj.get("then") {
-                        through!(self.eval(then, base, instance, at, cx));
+                    if let Some(then) = kw.get("then")
+                        && let Some(a) = check!(cx, ok, self.eval(then, base, instance, at, cx))
+                    {
+                        ann.merge(a);
                     }
                 }
                 None => {
-                    if let Some(otherwise) = obj.get("else") {
-                        through!(self.eval(otherwise, base, instance, at, cx));
+                    if let Some(otherwise) = kw.get("else")
+                        && let Some(a) =
+                            check!(cx, ok, self.eval(otherwise, base, instance, at, cx))
+                    {
+                        ann.merge(a);
                     }
                 }
             }
@@ -371,14 +442,14 @@ impl Validator {
 
         match instance {
             Value::Array(items) => {
-                self.eval_array(obj, base, items, at, cx, &mut ann, &mut ok)?;
+                self.eval_array(kw, base, items, at, cx, &mut ann, ok)?;
             }
             Value::Object(props) => {
-                self.eval_props(obj, base, instance, props, at, cx, &mut ann, &mut ok)?;
+                self.eval_props(kw, base, instance, props, at, cx, &mut ann, ok)?;
             }
             _ => {}
         }
-        ok.then_some(ann)
+        (*ok).then_some(ann)
     }
 
     /// Evaluates a reference's target, with its resource in the dynamic scope.
@@ -404,16 +475,15 @@ impl Validator {
 
     /// The schema a `$dynamicRef` lands on: the outermost resource in the dynamic scope with a
     /// matching `$dynamicAnchor`, when the static target carries one; else the static target.
-    fn dynamic_target<'v>(&'v self, d: &'v DynamicTarget, cx: &Cx<'v>) -> (&'v str, &'v str) {
+    fn dynamic_target<'v>(&'v self, d: &'v DynamicTarget, cx: &Cx<'v>) -> (&'v [String], &'v str) {
         if let Some(name) = &d.name {
-            for resource in &cx.scope {
-                let key = format!("{resource}#{name}");
-                if let Some((pointer, base)) = self.dynamic_anchors.get(&key) {
-                    return (pointer, base);
+            for resource in std::iter::once(&self.root_base[..]).chain(cx.scope.iter().copied()) {
+                if let Some(t) = self.dynamic_anchors.get(&format!("{resource}#{name}")) {
+                    return (&t.tokens, &t.base);
                 }
             }
         }
-        (&d.target.pointer, &d.target.base)
+        (&d.target.tokens, &d.target.base)
     }
 
     /// Evaluates a subschema whose failures are summed up by its parent (`anyOf`, `oneOf`,
@@ -436,7 +506,7 @@ impl Validator {
 
     fn eval_number(
         &self,
-        obj: &Map<String, Value>,
+        kw: Keywords<'_>,
         n: &Number,
         at: &Path<'_>,
         cx: &mut Cx<'_>,
@@ -462,22 +532,16 @@ impl Validator {
             ),
         ];
         for (keyword, breaks, says) in bounds {
-            if let Some(Value::Number(limit)) = obj.get(keyword)
+            if let Some(Value::Number(limit)) = kw.get(keyword)
                 && breaks.contains(&num_cmp(n, limit))
             {
-                *ok = false;
-                if !cx.fail(at, || format!("{says} {limit}")) {
-                    return None;
-                }
+                fail!(cx, ok, at, format!("{says} {limit}"));
             }
         }
-        if let Some(Value::Number(m)) = obj.get("multipleOf")
+        if let Some(Value::Number(m)) = kw.get("multipleOf")
             && !is_multiple(n, m)
         {
-            *ok = false;
-            if !cx.fail(at, || format!("is not a multiple of {m}")) {
-                return None;
-            }
+            fail!(cx, ok, at, format!("is not a multiple of {m}"));
         }
         Some(())
     }
@@ -485,7 +549,7 @@ impl Validator {
     #[allow(clippy::too_many_arguments)]
     fn eval_array<'v, 'i>(
         &'v self,
-        obj: &'v Map<String, Value>,
+        kw: Keywords<'v>,
         base: &'v str,
         items: &'i [Value],
         at: &Path<'_>,
@@ -493,52 +557,34 @@ impl Validator {
         ann: &mut Ann<'i>,
         ok: &mut bool,
     ) -> Option<()> {
-        macro_rules! fail {
-            ($msg:expr) => {{
-                *ok = false;
-                if !cx.fail(at, || $msg) {
-                    return None;
-                }
-            }};
-        }
-        macro_rules! check {
-            ($outcome:expr) => {{
-                if $outcome.is_none() {
-                    *ok = false;
-                    if cx.done() {
-                        return None;
-                    }
-                }
-            }};
-        }
-        if let Some(min) = count(obj, "minItems")
+        if let Some(min) = count(kw, "minItems")
             && items.len() < min
         {
-            fail!(format!("has fewer than {min} items"));
+            fail!(cx, ok, at, format!("has fewer than {min} items"));
         }
-        if let Some(max) = count(obj, "maxItems")
+        if let Some(max) = count(kw, "maxItems")
             && items.len() > max
         {
-            fail!(format!("has more than {max} items"));
+            fail!(cx, ok, at, format!("has more than {max} items"));
         }
-        if obj.get("uniqueItems") == Some(&Value::Bool(true)) && !all_unique(items) {
-            fail!("has items that are not unique".into());
+        if kw.get("uniqueItems") == Some(&Value::Bool(true)) && !all_unique(items) {
+            fail!(cx, ok, at, "has items that are not unique".into());
         }
         let mut prefix = 0;
-        if let Some(Value::Array(subs)) = obj.get("prefixItems") {
+        if let Some(Value::Array(subs)) = kw.get("prefixItems") {
             for (i, (sub, item)) in subs.iter().zip(items).enumerate() {
-                check!(self.eval(sub, base, item, &Path::Index(at, i), cx));
+                check!(cx, ok, self.eval(sub, base, item, &Path::Index(at, i), cx));
             }
             prefix = subs.len().min(items.len());
             ann.prefix = ann.prefix.max(prefix);
         }
-        if let Some(sub) = obj.get("items") {
+        if let Some(sub) = kw.get("items") {
             for (i, item) in items.iter().enumerate().skip(prefix) {
-                check!(self.eval(sub, base, item, &Path::Index(at, i), cx));
+                check!(cx, ok, self.eval(sub, base, item, &Path::Index(at, i), cx));
             }
             ann.all_items = true;
         }
-        if let Some(sub) = obj.get("contains") {
+        if let Some(sub) = kw.get("contains") {
             let mut found = 0;
             for (i, item) in items.iter().enumerate() {
                 if self
@@ -546,28 +592,40 @@ impl Validator {
                     .is_some()
                 {
                     found += 1;
-                    ann.items.insert(i);
+                    if self.annotate {
+                        ann.items.get_or_insert_with(HashSet::new).insert(i);
+                    }
                 }
             }
-            let min = count(obj, "minContains").unwrap_or(1);
+            let min = count(kw, "minContains").unwrap_or(1);
             if found < min {
-                fail!(if min == 1 {
-                    "has no item matching \"contains\"".into()
-                } else {
-                    format!("has fewer than {min} items matching \"contains\"")
-                });
+                fail!(
+                    cx,
+                    ok,
+                    at,
+                    if min == 1 {
+                        "has no item matching \"contains\"".into()
+                    } else {
+                        format!("has fewer than {min} items matching \"contains\"")
+                    }
+                );
             }
-            if let Some(max) = count(obj, "maxContains")
+            if let Some(max) = count(kw, "maxContains")
                 && found > max
             {
-                fail!(format!("has more than {max} items matching \"contains\""));
+                fail!(
+                    cx,
+                    ok,
+                    at,
+                    format!("has more than {max} items matching \"contains\"")
+                );
             }
         }
-        if let Some(sub) = obj.get("unevaluatedItems") {
+        if let Some(sub) = kw.get("unevaluatedItems") {
             if !ann.all_items {
                 for (i, item) in items.iter().enumerate().skip(ann.prefix) {
-                    if !ann.items.contains(&i) {
-                        check!(self.eval(sub, base, item, &Path::Index(at, i), cx));
+                    if !ann.items.as_ref().is_some_and(|s| s.contains(&i)) {
+                        check!(cx, ok, self.eval(sub, base, item, &Path::Index(at, i), cx));
                     }
                 }
             }
@@ -579,7 +637,7 @@ impl Validator {
     #[allow(clippy::too_many_arguments)]
     fn eval_props<'v, 'i>(
         &'v self,
-        obj: &'v Map<String, Value>,
+        kw: Keywords<'v>,
         base: &'v str,
         instance: &'i Value,
         props: &'i Map<String, Value>,
@@ -588,42 +646,29 @@ impl Validator {
         ann: &mut Ann<'i>,
         ok: &mut bool,
     ) -> Option<()> {
-        macro_rules! fail {
-            ($msg:expr) => {{
-                *ok = false;
-                if !cx.fail(at, || $msg) {
-                    return None;
-                }
-            }};
-        }
-        macro_rules! check {
-            ($outcome:expr) => {{
-                if $outcome.is_none() {
-                    *ok = false;
-                    if cx.done() {
-                        return None;
-                    }
-                }
-            }};
-        }
-        if let Some(min) = count(obj, "minProperties")
+        if let Some(min) = count(kw, "minProperties")
             && props.len() < min
         {
-            fail!(format!("has fewer than {min} properties"));
+            fail!(cx, ok, at, format!("has fewer than {min} properties"));
         }
-        if let Some(max) = count(obj, "maxProperties")
+        if let Some(max) = count(kw, "maxProperties")
             && props.len() > max
         {
-            fail!(format!("has more than {max} properties"));
+            fail!(cx, ok, at, format!("has more than {max} properties"));
         }
-        if let Some(Value::Array(required)) = obj.get("required") {
+        if let Some(Value::Array(required)) = kw.get("required") {
             for name in required.iter().filter_map(Value::as_str) {
                 if !props.contains_key(name) {
-                    fail!(format!("lacks the required property {}", short_str(name)));
+                    fail!(
+                        cx,
+                        ok,
+                        at,
+                        format!("lacks the required property {}", short_str(name))
+                    );
                 }
             }
         }
-        if let Some(Value::Object(deps)) = obj.get("dependentRequired") {
+        if let Some(Value::Object(deps)) = kw.get("dependentRequired") {
             for (name, needed) in deps {
                 if !props.contains_key(name) {
                     continue;
@@ -635,43 +680,44 @@ impl Validator {
                     .filter_map(Value::as_str)
                 {
                     if !props.contains_key(other) {
-                        fail!(format!(
-                            "lacks the property {}, required with {}",
-                            short_str(other),
-                            short_str(name)
-                        ));
+                        fail!(
+                            cx,
+                            ok,
+                            at,
+                            format!(
+                                "lacks the property {}, required with {}",
+                                short_str(other),
+                                short_str(name)
+                            )
+                        );
                     }
                 }
             }
         }
-        if let Some(Value::Object(deps)) = obj.get("dependentSchemas") {
+        if let Some(Value::Object(deps)) = kw.get("dependentSchemas") {
             for (name, sub) in deps {
-                if props.contains_key(name) {
-                    match self.eval(sub, base, instance, at, cx) {
-                        Some(a) => ann.merge(a),
-                        None => {
-                            *ok = false;
-                            if cx.done() {
-                                return None;
-                            }
-                        }
-                    }
+                if props.contains_key(name)
+                    && let Some(a) = check!(cx, ok, self.eval(sub, base, instance, at, cx))
+                {
+                    ann.merge(a);
                 }
             }
         }
-        let properties = match obj.get("properties") {
+        let properties = match kw.get("properties") {
             Some(Value::Object(p)) => Some(p),
             _ => None,
         };
         if let Some(properties) = properties {
             for (name, sub) in properties {
                 if let Some((key, value)) = props.get_key_value(name) {
-                    check!(self.eval(sub, base, value, &Path::Key(at, key), cx));
-                    ann.props.insert(key);
+                    check!(cx, ok, self.eval(sub, base, value, &Path::Key(at, key), cx));
+                    if self.annotate {
+                        ann.props.get_or_insert_with(HashSet::new).insert(key);
+                    }
                 }
             }
         }
-        let patterns: Vec<(&Regex, &Value)> = match obj.get("patternProperties") {
+        let patterns: Vec<(&Regex, &Value)> = match kw.get("patternProperties") {
             Some(Value::Object(p)) => p
                 .iter()
                 .filter_map(|(pattern, sub)| Some((self.regexes.get(pattern)?, sub)))
@@ -681,52 +727,63 @@ impl Validator {
         for (re, sub) in &patterns {
             for (key, value) in props {
                 if re.is_match(key) {
-                    check!(self.eval(sub, base, value, &Path::Key(at, key), cx));
-                    ann.props.insert(key);
+                    check!(cx, ok, self.eval(sub, base, value, &Path::Key(at, key), cx));
+                    if self.annotate {
+                        ann.props.get_or_insert_with(HashSet::new).insert(key);
+                    }
                 }
             }
         }
-        if let Some(sub) = obj.get("additionalProperties") {
+        if let Some(sub) = kw.get("additionalProperties") {
             for (key, value) in props {
                 let declared = properties.is_some_and(|p| p.contains_key(key))
                     || patterns.iter().any(|(re, _)| re.is_match(key));
                 if !declared {
                     if sub == &Value::Bool(false) {
-                        fail!(format!(
-                            "has the property {}, which is not allowed",
-                            short_str(key)
-                        ));
+                        fail!(
+                            cx,
+                            ok,
+                            at,
+                            format!("has the property {}, which is not allowed", short_str(key))
+                        );
                     } else {
-                        check!(self.eval(sub, base, value, &Path::Key(at, key), cx));
+                        check!(cx, ok, self.eval(sub, base, value, &Path::Key(at, key), cx));
                     }
                 }
             }
             ann.all_props = true;
         }
-        if let Some(sub) = obj.get("propertyNames") {
+        if let Some(sub) = kw.get("propertyNames") {
             for key in props.keys() {
                 let name = Value::String(key.clone());
                 if self.quietly(sub, base, &name, at, cx).is_none() {
-                    fail!(format!(
-                        "has the property name {}, which is not allowed",
-                        short_str(key)
-                    ));
+                    fail!(
+                        cx,
+                        ok,
+                        at,
+                        format!(
+                            "has the property name {}, which is not allowed",
+                            short_str(key)
+                        )
+                    );
                 }
             }
         }
-        if let Some(sub) = obj.get("unevaluatedProperties") {
+        if let Some(sub) = kw.get("unevaluatedProperties") {
             if !ann.all_props {
                 for (key, value) in props {
-                    if ann.props.contains(key.as_str()) {
+                    if ann.props.as_ref().is_some_and(|s| s.contains(key.as_str())) {
                         continue;
                     }
                     if sub == &Value::Bool(false) {
-                        fail!(format!(
-                            "has the property {}, which is not allowed",
-                            short_str(key)
-                        ));
+                        fail!(
+                            cx,
+                            ok,
+                            at,
+                            format!("has the property {}, which is not allowed", short_str(key))
+                        );
                     } else {
-                        check!(self.eval(sub, base, value, &Path::Key(at, key), cx));
+                        check!(cx, ok, self.eval(sub, base, value, &Path::Key(at, key), cx));
                     }
                 }
             }
@@ -748,9 +805,9 @@ struct Cx<'v> {
 }
 
 impl<'v> Cx<'v> {
-    fn new(root_base: &'v str, limit: usize) -> Self {
+    fn new(limit: usize) -> Self {
         Self {
-            scope: vec![root_base],
+            scope: Vec::new(),
             depth: 0,
             limit,
             too_deep: None,
@@ -812,23 +869,29 @@ impl Path<'_> {
 #[derive(Default)]
 struct Ann<'i> {
     all_props: bool,
-    props: HashSet<&'i str>,
+    /// Made at the first insertion (an empty `HashSet` still seeds its hasher).
+    props: Option<HashSet<&'i str>>,
     all_items: bool,
     prefix: usize,
-    items: HashSet<usize>,
+    items: Option<HashSet<usize>>,
 }
 
 impl<'i> Ann<'i> {
     fn merge(&mut self, other: Ann<'i>) {
         self.all_props |= other.all_props;
-        self.props.extend(other.props);
+        if let Some(p) = other.props {
+            self.props.get_or_insert_with(HashSet::new).extend(p);
+        }
         self.all_items |= other.all_items;
         self.prefix = self.prefix.max(other.prefix);
-        self.items.extend(other.items);
+        if let Some(i) = other.items {
+            self.items.get_or_insert_with(HashSet::new).extend(i);
+        }
     }
 }
 
 /// A reference waiting for every resource and anchor to be known.
+#[derive(Clone)]
 struct Pending {
     node: usize,
     base: String,
@@ -839,7 +902,8 @@ struct Pending {
 
 #[derive(Default)]
 struct Compiler {
-    ids: HashMap<usize, String>,
+    nodes: HashMap<usize, Node, BuildHasherDefault<AddrHasher>>,
+    annotate: bool,
     /// Resource URI -> JSON pointer of its root.
     resources: HashMap<String, String>,
     /// `"<resource URI>#<name>"` -> JSON pointer, for `$anchor` and `$dynamicAnchor`.
@@ -876,6 +940,7 @@ impl Compiler {
             }
         }
         let mut base = base.to_owned();
+        let mut id_base = None;
         if let Some(id) = obj.get("$id") {
             let id = id.as_str().ok_or_else(|| bad("$id", "a string"))?;
             let resolved = resolve(&base, id);
@@ -886,10 +951,16 @@ impl Compiler {
                 ));
             }
             base = strip_fragment(&resolved).to_owned();
-            self.ids.insert(addr(schema), base.clone());
+            id_base = Some(base.clone());
             self.resources.insert(base.clone(), at.to_owned());
         }
         self.bases.insert(at.to_owned(), base.clone());
+        let present = obj.keys().fold(0, |bits, k| bits | keyword_bit(k));
+        self.annotate |=
+            present & (keyword_bit("unevaluatedProperties") | keyword_bit("unevaluatedItems")) != 0;
+        let node = self.nodes.entry(addr(schema)).or_default();
+        node.present = present;
+        node.id = id_base;
         for keyword in ["$anchor", "$dynamicAnchor"] {
             if let Some(name) = obj.get(keyword) {
                 let name = name.as_str().filter(|n| is_anchor_name(n)).ok_or_else(|| {
@@ -1035,7 +1106,7 @@ impl Compiler {
     }
 
     /// Where `reference`, read under `base`, lands in `root`.
-    fn target(&self, base: &str, reference: &str, root: &Value) -> Option<Target> {
+    fn target(&self, base: &str, reference: &str, root: &Value) -> Option<(String, String)> {
         let resolved = resolve(base, reference);
         let resource = strip_fragment(&resolved);
         let start = self.resources.get(resource)?;
@@ -1046,7 +1117,7 @@ impl Compiler {
         };
         root.pointer(&pointer)?;
         let base = self.base_at(&pointer).unwrap_or(resource).to_owned();
-        Some(Target { pointer, base })
+        Some((pointer, base))
     }
 
     /// The base URI in force at a JSON pointer: that of the nearest indexed schema at or above
@@ -1059,6 +1130,109 @@ impl Compiler {
             }
             p = &p[..p.rfind('/')?];
         }
+    }
+}
+
+/// A schema object with the keywords it has (found when it was compiled): a keyword it lacks
+/// costs the test of a bit, not a lookup in its map.
+#[derive(Clone, Copy)]
+struct Keywords<'v> {
+    obj: &'v Map<String, Value>,
+    present: u64,
+}
+
+impl<'v> Keywords<'v> {
+    #[inline(always)]
+    fn get(self, name: &str) -> Option<&'v Value> {
+        let bit = keyword_bit(name);
+        debug_assert!(bit != 0, "{name} is not a keyword the checker evaluates");
+        if self.present & bit == 0 {
+            None
+        } else {
+            self.obj.get(name)
+        }
+    }
+
+    #[inline(always)]
+    fn has(self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+}
+
+/// The bit of a keyword evaluation looks up (0 for any other name). Inlined with a literal
+/// name, it folds to a constant.
+#[inline(always)]
+fn keyword_bit(name: &str) -> u64 {
+    let i = match name {
+        "type" => 0,
+        "enum" => 1,
+        "const" => 2,
+        "minLength" => 3,
+        "maxLength" => 4,
+        "pattern" => 5,
+        "allOf" => 6,
+        "anyOf" => 7,
+        "oneOf" => 8,
+        "not" => 9,
+        "if" => 10,
+        "then" => 11,
+        "else" => 12,
+        "minimum" => 13,
+        "exclusiveMinimum" => 14,
+        "maximum" => 15,
+        "exclusiveMaximum" => 16,
+        "multipleOf" => 17,
+        "minItems" => 18,
+        "maxItems" => 19,
+        "uniqueItems" => 20,
+        "prefixItems" => 21,
+        "items" => 22,
+        "contains" => 23,
+        "minContains" => 24,
+        "maxContains" => 25,
+        "unevaluatedItems" => 26,
+        "minProperties" => 27,
+        "maxProperties" => 28,
+        "required" => 29,
+        "dependentRequired" => 30,
+        "dependentSchemas" => 31,
+        "properties" => 32,
+        "patternProperties" => 33,
+        "additionalProperties" => 34,
+        "propertyNames" => 35,
+        "unevaluatedProperties" => 36,
+        _ => return 0,
+    };
+    1 << i
+}
+
+/// The unescaped tokens of a JSON pointer (`/a~1b/0` -> `["a/b", "0"]`).
+fn tokens(pointer: &str) -> Vec<String> {
+    pointer
+        .split('/')
+        .skip(1)
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect()
+}
+
+/// Hashes the address of a schema node: one multiplication (Fibonacci hashing). Addresses are
+/// the server's own, never a caller's input, so nothing can be made to collide on purpose.
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 
@@ -1114,8 +1288,8 @@ fn count_of(v: &Value) -> Option<usize> {
     (f >= 0.0 && f.fract() == 0.0 && f < 1e15).then_some(f as usize)
 }
 
-fn count(obj: &Map<String, Value>, keyword: &str) -> Option<usize> {
-    obj.get(keyword).and_then(count_of)
+fn count(kw: Keywords<'_>, keyword: &str) -> Option<usize> {
+    kw.get(keyword).and_then(count_of)
 }
 
 fn type_matches(t: &Value, instance: &Value) -> bool {
