@@ -758,9 +758,9 @@ fn the_template_reader_finds_each_functions_grants() {
 /// found by its source files (`…/<crate>-<version>/src/…`), which the panic locations of any
 /// of its code a binary links carry, stripped or not. Without the emulator.
 ///
-/// - The checker of `tools/call` arguments (`tools::schema`) only in the mcp function: the tasks function serves `tasks/*` with no tool
-///   registered (`aws::lambda::tasks_router`), and the worker's registry does not check
-///   arguments (`tools::Registry::checking_arguments`).
+/// - The checker of `tools/call` arguments (`tools::schema`) only in the mcp function: the
+///   tasks function serves `tasks/*` with no tool registered (`aws::lambda::tasks_router`),
+///   and the worker's registry does not check arguments (`tools::Registry::checking_arguments`).
 /// - The `jsonschema` crate (the tests' oracle for the wire; 3.2 MB of the arm64 mcp function
 ///   when it checked arguments) and the regex crate's engines in none: the functions' logger
 ///   filters by target (`aws::lambda::init_logging`), not with `EnvFilter`'s patterns, and
