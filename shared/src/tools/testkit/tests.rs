@@ -183,3 +183,44 @@ async fn stepping_a_job_that_waits_for_input_is_a_test_bug() {
     let mut job = fixture("confirm_delete").run(json!({})).await.unwrap();
     let _ = job.step().await;
 }
+
+/// A tool whose schema names a draft the checker does not take.
+struct Draft7;
+
+#[async_trait]
+impl Tool for Draft7 {
+    fn def(&self) -> &ToolDef {
+        static DEF: std::sync::LazyLock<ToolDef> = std::sync::LazyLock::new(|| ToolDef {
+            name: "draft7",
+            description: "Declares draft-07.",
+            input_schema: json!({"$schema": "http://json-schema.org/draft-07/schema#",
+                                 "type": "object"}),
+            policy: Policy::Sync,
+        });
+        &DEF
+    }
+    async fn step(&self, _ctx: &JobContext) -> Result<Step, JobError> {
+        Ok(Step::Done(text_result("never")))
+    }
+}
+
+#[test]
+fn a_schema_that_does_not_compile_fails_the_tools_tests_and_its_calls() {
+    let panic = std::panic::catch_unwind(|| ToolKit::for_tool(Arc::new(Draft7)))
+        .err()
+        .expect("the kit refuses the tool");
+    let message = panic.downcast_ref::<String>().expect("a message");
+    assert!(
+        message.contains("tool draft7: its inputSchema does not compile")
+            && message.contains("is not JSON Schema 2020-12"),
+        "{message}"
+    );
+    // On a server, every call is refused, the same way each time.
+    let registry = Registry::new(vec![Arc::new(Draft7)]).checking_arguments();
+    for _ in 0..2 {
+        assert_eq!(
+            registry.validate("draft7", &json!({})),
+            Err("Tool draft7 has an invalid input schema".to_owned())
+        );
+    }
+}
