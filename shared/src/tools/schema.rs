@@ -345,20 +345,9 @@ impl Validator {
         match instance {
             Value::Number(n) => self.eval_number(kw, n, at, cx, ok)?,
             Value::String(s) => {
-                let chars = if kw.has("minLength") || kw.has("maxLength") {
-                    s.chars().count()
-                } else {
-                    0
-                };
-                if let Some(min) = count(kw, "minLength")
-                    && chars < min
-                {
-                    fail!(cx, ok, at, format!("is shorter than {min} characters"));
-                }
-                if let Some(max) = count(kw, "maxLength")
-                    && chars > max
-                {
-                    fail!(cx, ok, at, format!("is longer than {max} characters"));
+                if kw.has("minLength") || kw.has("maxLength") {
+                    let chars = s.chars().count();
+                    sizes(kw, SizeOf::STRING, chars, at, cx, ok)?;
                 }
                 if let Some(Value::String(p)) = kw.get("pattern")
                     && !self.regexes.get(p).is_some_and(|re| re.is_match(s))
@@ -557,16 +546,7 @@ impl Validator {
         ann: &mut Ann<'i>,
         ok: &mut bool,
     ) -> Option<()> {
-        if let Some(min) = count(kw, "minItems")
-            && items.len() < min
-        {
-            fail!(cx, ok, at, format!("has fewer than {min} items"));
-        }
-        if let Some(max) = count(kw, "maxItems")
-            && items.len() > max
-        {
-            fail!(cx, ok, at, format!("has more than {max} items"));
-        }
+        sizes(kw, SizeOf::ARRAY, items.len(), at, cx, ok)?;
         if kw.get("uniqueItems") == Some(&Value::Bool(true)) && !all_unique(items) {
             fail!(cx, ok, at, "has items that are not unique".into());
         }
@@ -646,16 +626,7 @@ impl Validator {
         ann: &mut Ann<'i>,
         ok: &mut bool,
     ) -> Option<()> {
-        if let Some(min) = count(kw, "minProperties")
-            && props.len() < min
-        {
-            fail!(cx, ok, at, format!("has fewer than {min} properties"));
-        }
-        if let Some(max) = count(kw, "maxProperties")
-            && props.len() > max
-        {
-            fail!(cx, ok, at, format!("has more than {max} properties"));
-        }
+        sizes(kw, SizeOf::OBJECT, props.len(), at, cx, ok)?;
         if let Some(Value::Array(required)) = kw.get("required") {
             for name in required.iter().filter_map(Value::as_str) {
                 if !props.contains_key(name) {
@@ -739,16 +710,7 @@ impl Validator {
                 let declared = properties.is_some_and(|p| p.contains_key(key))
                     || patterns.iter().any(|(re, _)| re.is_match(key));
                 if !declared {
-                    if sub == &Value::Bool(false) {
-                        fail!(
-                            cx,
-                            ok,
-                            at,
-                            format!("has the property {}, which is not allowed", short_str(key))
-                        );
-                    } else {
-                        check!(cx, ok, self.eval(sub, base, value, &Path::Key(at, key), cx));
-                    }
+                    self.other_property(sub, base, key, value, at, cx, ok)?;
                 }
             }
             ann.all_props = true;
@@ -775,22 +737,90 @@ impl Validator {
                     if ann.props.as_ref().is_some_and(|s| s.contains(key.as_str())) {
                         continue;
                     }
-                    if sub == &Value::Bool(false) {
-                        fail!(
-                            cx,
-                            ok,
-                            at,
-                            format!("has the property {}, which is not allowed", short_str(key))
-                        );
-                    } else {
-                        check!(cx, ok, self.eval(sub, base, value, &Path::Key(at, key), cx));
-                    }
+                    self.other_property(sub, base, key, value, at, cx, ok)?;
                 }
             }
             ann.all_props = true;
         }
         Some(())
     }
+}
+
+impl Validator {
+    /// A property that `additionalProperties` or `unevaluatedProperties` governs: refused by
+    /// name when its schema is `false` (one clear line, not "is not allowed here" at the
+    /// property's path), else checked against it.
+    #[allow(clippy::too_many_arguments)]
+    fn other_property<'v, 'i>(
+        &'v self,
+        sub: &'v Value,
+        base: &'v str,
+        key: &'i str,
+        value: &'i Value,
+        at: &Path<'_>,
+        cx: &mut Cx<'v>,
+        ok: &mut bool,
+    ) -> Option<()> {
+        if sub == &Value::Bool(false) {
+            fail!(
+                cx,
+                ok,
+                at,
+                format!("has the property {}, which is not allowed", short_str(key))
+            );
+        } else {
+            check!(cx, ok, self.eval(sub, base, value, &Path::Key(at, key), cx));
+        }
+        Some(())
+    }
+}
+
+/// The size keywords of one kind of instance, with how a failure reads.
+struct SizeOf {
+    keywords: [&'static str; 2],
+    says: [&'static str; 2],
+    unit: &'static str,
+}
+
+impl SizeOf {
+    const STRING: Self = Self {
+        keywords: ["minLength", "maxLength"],
+        says: ["is shorter than", "is longer than"],
+        unit: "characters",
+    };
+    const ARRAY: Self = Self {
+        keywords: ["minItems", "maxItems"],
+        says: ["has fewer than", "has more than"],
+        unit: "items",
+    };
+    const OBJECT: Self = Self {
+        keywords: ["minProperties", "maxProperties"],
+        says: ["has fewer than", "has more than"],
+        unit: "properties",
+    };
+}
+
+/// Checks a size (`n` characters, items or properties) against its `min…` and `max…`.
+fn sizes(
+    kw: Keywords<'_>,
+    of: SizeOf,
+    n: usize,
+    at: &Path<'_>,
+    cx: &mut Cx<'_>,
+    ok: &mut bool,
+) -> Option<()> {
+    let [min, max] = of.keywords.map(|k| count(kw, k));
+    if let Some(min) = min
+        && n < min
+    {
+        fail!(cx, ok, at, format!("{} {min} {}", of.says[0], of.unit));
+    }
+    if let Some(max) = max
+        && n > max
+    {
+        fail!(cx, ok, at, format!("{} {max} {}", of.says[1], of.unit));
+    }
+    Some(())
 }
 
 /// Evaluation state: the dynamic scope, the depth, and the failures collected so far.
