@@ -242,7 +242,8 @@ impl Validator {
         cx.failures
     }
 
-    /// The schema at a reference's target (resolved when compiled).
+    /// The schema at a reference's target (resolved when compiled, so always there; were it
+    /// not, `false`: the check fails rather than passes).
     fn node(&self, tokens: &[String]) -> &Value {
         let mut v: &Value = &self.root;
         for t in tokens {
@@ -251,7 +252,7 @@ impl Validator {
                 Value::Array(a) => t.parse::<usize>().ok().and_then(|i| a.get(i)),
                 _ => None,
             }
-            .unwrap_or(&Value::Bool(true));
+            .unwrap_or(&Value::Bool(false));
         }
         v
     }
@@ -486,10 +487,8 @@ impl Validator {
         cx: &mut Cx<'v>,
     ) -> Option<Ann<'i>> {
         let limit = std::mem::replace(&mut cx.limit, 0);
-        let depth = cx.depth;
         let out = self.eval(schema, base, instance, at, cx);
         cx.limit = limit;
-        cx.depth = depth;
         out
     }
 
@@ -744,9 +743,7 @@ impl Validator {
         }
         Some(())
     }
-}
 
-impl Validator {
     /// A property that `additionalProperties` or `unevaluatedProperties` governs: refused by
     /// name when its schema is `false` (one clear line, not "is not allowed here" at the
     /// property's path), else checked against it.
@@ -878,7 +875,7 @@ impl Path<'_> {
             match p {
                 Path::Root => break,
                 Path::Key(up, k) => {
-                    segments.push(k.replace('~', "~0").replace('/', "~1"));
+                    segments.push(escape(k));
                     p = up;
                 }
                 Path::Index(up, i) => {
@@ -1890,6 +1887,10 @@ mod tests {
         let looping = json!({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
                              "$ref": "#/$defs/a"});
         assert_eq!(run(looping, json!(1)), [format!(": {TOO_DEEP}")]);
+        assert!(
+            TOO_DEEP.contains(&format!("at most {MAX_DEPTH} ")),
+            "the message names the limit"
+        );
         // A tree under a recursive schema (four evaluations per node): 25 levels are checked
         // in full, 40 refused at the limit.
         let tree = |depth| {
