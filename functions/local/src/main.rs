@@ -164,9 +164,18 @@ struct AuthArgs {
     /// Expected token issuer (`iss`); also the authorization server named in the metadata.
     #[arg(long)]
     issuer: Option<String>,
-    /// Expected audience: this server's resource URI [default: http://LISTEN/mcp].
+    /// The resource this server is: the Protected Resource Metadata's `resource` and the
+    /// challenge's metadata URL [default: the first --audience, else http://LISTEN/mcp].
     #[arg(long)]
-    audience: Option<String>,
+    resource: Option<String>,
+    /// An accepted token audience (`aud`; repeatable, one match is enough) [default: the
+    /// resource].
+    #[arg(long = "audience")]
+    audiences: Vec<String>,
+    /// An app client whose tokens WITHOUT `aud` are accepted (Cognito's `client_id`;
+    /// repeatable; needs --required-scope).
+    #[arg(long = "allowed-client-id")]
+    allowed_client_ids: Vec<String>,
     /// Where the issuer publishes its signing keys.
     #[arg(long, conflicts_with = "jwks_file")]
     jwks_url: Option<String>,
@@ -176,9 +185,13 @@ struct AuthArgs {
     /// The token claim that names the tenant.
     #[arg(long, default_value = "sub")]
     tenant_claim: String,
-    /// A scope every token must carry (repeatable).
+    /// A scope every token must carry, read from `scope` or `scp` (repeatable).
     #[arg(long = "required-scope")]
     required_scopes: Vec<String>,
+    /// A scope named in the metadata's `scopes_supported` and the challenge's `scope`, for
+    /// clients to ask for (repeatable) [default: the required scopes].
+    #[arg(long = "advertise-scope")]
+    advertised_scopes: Vec<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -205,20 +218,27 @@ impl AuthArgs {
             (None, Some(f)) => JwksSource::File(f),
             _ => anyhow::bail!("--auth jwt needs --jwks-url or --jwks-file"),
         };
-        Ok(Some(AuthSettings {
+        let resource = match (self.resource, self.audiences.is_empty()) {
+            (None, true) if listen.port() == 0 => {
+                anyhow::bail!("--auth jwt on port 0 needs --resource (the resource URI)")
+            }
+            (None, true) => Some(format!("http://{listen}/mcp")),
+            (resource, _) => resource,
+        };
+        let (resource, audiences) = AuthSettings::resolve_resource(resource, self.audiences)?;
+        let settings = AuthSettings {
             issuer,
-            audience: match self.audience {
-                Some(a) => a,
-                None if listen.port() == 0 => {
-                    anyhow::bail!("--auth jwt on port 0 needs --audience (the resource URI)")
-                }
-                None => format!("http://{listen}/mcp"),
-            },
+            resource,
+            audiences,
+            allowed_client_ids: self.allowed_client_ids,
             jwks,
             tenant_claim: self.tenant_claim,
             required_scopes: self.required_scopes,
+            advertised_scopes: self.advertised_scopes,
             leeway: Duration::from_secs(60),
-        }))
+        };
+        settings.check()?;
+        Ok(Some(settings))
     }
 }
 

@@ -65,6 +65,59 @@ fn scopes_come_from_scope_or_scp() {
     );
     let b = json!({"scp": ["x"]});
     assert_eq!(scopes(b.as_object().unwrap()), ["x"]);
+    // Entra ID's `scp` is a space-separated string; Okta's an array; both may be present.
+    let c = json!({"scp": "a tasks.run"});
+    assert_eq!(scopes(c.as_object().unwrap()), ["a", "tasks.run"]);
+    let d = json!({"scope": "a", "scp": ["b"]});
+    assert_eq!(scopes(d.as_object().unwrap()), ["a", "b"]);
+    let e = json!({"scope": 5, "scp": [1, "c", null]});
+    assert_eq!(scopes(e.as_object().unwrap()), ["c"]);
+}
+
+#[test]
+fn settings_that_would_let_the_wrong_tokens_in_are_refused() {
+    let jwks = || JwksSource::File("jwks.json".into());
+    let ok = AuthSettings::for_resource("https://i", "https://mcp.example/mcp", jwks());
+    assert_eq!(ok.check(), Ok(()));
+    let cognito = AuthSettings {
+        allowed_client_ids: vec!["client".into()],
+        ..ok.clone()
+    };
+    assert_eq!(cognito.check(), Err(AuthConfigError::ClientIdsWithoutScope));
+    let cognito = AuthSettings {
+        required_scopes: vec!["https://mcp.example/tasks.run".into()],
+        ..cognito
+    };
+    assert_eq!(cognito.check(), Ok(()));
+    for bad in [
+        "api://guid",
+        "mcp.example/mcp",
+        "https://",
+        "https://x/mcp#f",
+    ] {
+        let s = AuthSettings::for_resource("https://i", bad, jwks());
+        assert_eq!(s.check(), Err(AuthConfigError::BadResource), "{bad}");
+    }
+    let blank = AuthSettings {
+        audiences: vec![" ".into()],
+        ..ok.clone()
+    };
+    assert_eq!(blank.check(), Err(AuthConfigError::Empty("audience")));
+    assert_eq!(
+        AuthSettings::resolve_resource(None, vec![]),
+        Err(AuthConfigError::NoResource)
+    );
+    assert_eq!(
+        AuthSettings::resolve_resource(None, vec!["https://a/mcp".into(), "guid".into()]),
+        Ok((
+            "https://a/mcp".to_owned(),
+            vec!["https://a/mcp".to_owned(), "guid".to_owned()]
+        ))
+    );
+    assert_eq!(
+        AuthSettings::resolve_resource(Some("https://a/mcp".into()), vec![]),
+        Ok(("https://a/mcp".to_owned(), vec!["https://a/mcp".to_owned()]))
+    );
 }
 
 #[test]
@@ -82,12 +135,13 @@ mod tokens {
 
     fn settings(scopes: &[&str]) -> AuthSettings {
         AuthSettings {
-            issuer: "https://issuer.test".into(),
-            audience: "http://127.0.0.1:8787/mcp".into(),
-            jwks: JwksSource::File(format!("{FIXTURES}/jwks.json").into()),
-            tenant_claim: "sub".into(),
             required_scopes: scopes.iter().map(|s| s.to_string()).collect(),
             leeway: Duration::from_secs(30),
+            ..AuthSettings::for_resource(
+                "https://issuer.test",
+                "http://127.0.0.1:8787/mcp",
+                JwksSource::File(format!("{FIXTURES}/jwks.json").into()),
+            )
         }
     }
 

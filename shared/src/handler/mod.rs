@@ -426,7 +426,7 @@ impl McpService {
 
     /// Serves Protected Resource Metadata (RFC 9728), when auth is on, at
     /// `/.well-known/oauth-protected-resource` followed by nothing, by the endpoint path, or by
-    /// the path of the resource URI (the audience) — the last being exactly the path the
+    /// the path of the resource URI — the last being exactly the path the
     /// `401` challenge names ([`crate::auth::resource_metadata_url`]), whatever prefix the
     /// resource URI has (`https://api.example.com/v1/mcp` → `…/oauth-protected-resource/v1/mcp`).
     fn resource_metadata(&self, method: &Method, path: &str) -> Option<Reply> {
@@ -435,7 +435,7 @@ impl McpService {
         let suffix = path.strip_prefix(WELL_KNOWN_PRM)?;
         if !(suffix.is_empty()
             || suffix == self.config.endpoint_path
-            || path == resource_metadata_path(&auth.settings().audience))
+            || path == resource_metadata_path(&auth.settings().resource))
         {
             return None;
         }

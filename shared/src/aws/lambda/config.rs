@@ -9,11 +9,14 @@ pub const MIN_STREAM_SECONDS: u64 = 30;
 pub const MAX_STREAM_SECONDS: u64 = 890;
 
 /// A missing or malformed environment variable: fails the cold start, never a request.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum ConfigError {
     /// A required variable is not set (or empty).
     #[error("environment variable {0} is required")]
     Missing(&'static str),
+    /// The auth variables together would let the wrong tokens in, or name no resource.
+    #[error(transparent)]
+    Auth(#[from] crate::auth::AuthConfigError),
     /// A variable is set to something unusable.
     #[error("environment variable {name}: {reason}")]
     Invalid {
@@ -37,10 +40,13 @@ pub enum ConfigError {
 /// | `SWEEP_STALE_SECONDS` | sweep                | idle time before a task is re-enqueued (300)   |
 /// | `AUTH_MODE`           | mcp, tasks           | `jwt` (default) or `none` (one open tenant)    |
 /// | `AUTH_ISSUER`         | mcp, tasks with jwt  | the expected `iss` (required)                  |
-/// | `AUTH_AUDIENCE`       | mcp, tasks with jwt  | this server's resource URI (required)          |
+/// | `AUTH_RESOURCE`       | mcp, tasks with jwt  | this server's resource URI (the PRM `resource`; default: the first audience) |
+/// | `AUTH_AUDIENCE`       | mcp, tasks with jwt  | accepted `aud` values, space/comma list (default: the resource; one of the two is required) |
+/// | `AUTH_ALLOWED_CLIENT_IDS` | mcp, tasks with jwt | clients whose tokens without `aud` pass (Cognito; needs a required scope) |
 /// | `AUTH_JWKS_URL`       | mcp, tasks with jwt  | the issuer's signing keys (required)           |
 /// | `AUTH_TENANT_CLAIM`   | mcp, tasks with jwt  | the claim naming the tenant (`sub`)            |
-/// | `AUTH_REQUIRED_SCOPES`| mcp, tasks with jwt  | space-separated scopes every token must carry  |
+/// | `AUTH_REQUIRED_SCOPES`| mcp, tasks with jwt  | scopes every token must carry (space/comma list) |
+/// | `AUTH_ADVERTISED_SCOPES` | mcp, tasks with jwt | scopes clients are told to ask for (default: the required ones) |
 /// | `MAX_ACTIVE_TASKS_PER_TENANT` | mcp        | unfinished tasks per tenant (1000)             |
 /// | `TASK_CREATE_PER_SECOND` / `TASK_CREATE_BURST` | mcp | creations per tenant per instance (20/s, 200) |
 /// | `MAX_TASK_SECONDS` / `MAX_TASK_CPU_SECONDS` | mcp, worker | per-task running and CPU time (86400, 1800) |
@@ -82,6 +88,14 @@ pub struct Config {
     /// How many tenants this process names in the opt-in `tenant_*` metrics
     /// (`METRICS_TENANTS`, default 0: none; see [`crate::metrics`]).
     pub metrics_tenants: usize,
+}
+
+/// The sentence, not the variant: a main that returns the error has the runtime print it with
+/// `{:?}` as the cold start's failure, which the operator reads in the function's log.
+impl std::fmt::Debug for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 impl std::fmt::Debug for Config {
@@ -194,16 +208,37 @@ impl Config {
         // An HTTP function is authenticated unless open access was chosen explicitly.
         let auth = match (role, var("AUTH_MODE").as_deref()) {
             (Role::Worker | Role::Sweep, _) | (_, Some("none")) => None,
-            (_, None | Some("jwt")) => Some(AuthSettings {
-                issuer: required("AUTH_ISSUER")?,
-                audience: required("AUTH_AUDIENCE")?,
-                jwks: JwksSource::Url(required("AUTH_JWKS_URL")?),
-                tenant_claim: var("AUTH_TENANT_CLAIM").unwrap_or_else(|| "sub".into()),
-                required_scopes: var("AUTH_REQUIRED_SCOPES")
-                    .map(|s| s.split_whitespace().map(str::to_owned).collect())
-                    .unwrap_or_default(),
-                leeway: Duration::from_secs(60),
-            }),
+            (_, None | Some("jwt")) => {
+                // Lists are separated by spaces or commas (a template parameter is one string;
+                // no audience, client id or scope holds either).
+                let list = |name: &'static str| -> Vec<String> {
+                    var(name)
+                        .map(|v| {
+                            v.split([' ', ','])
+                                .filter(|s| !s.is_empty())
+                                .map(str::to_owned)
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                let issuer = required("AUTH_ISSUER")?;
+                let (resource, audiences) =
+                    AuthSettings::resolve_resource(var("AUTH_RESOURCE"), list("AUTH_AUDIENCE"))
+                        .map_err(|_| ConfigError::Missing("AUTH_RESOURCE or AUTH_AUDIENCE"))?;
+                let settings = AuthSettings {
+                    issuer,
+                    resource,
+                    audiences,
+                    allowed_client_ids: list("AUTH_ALLOWED_CLIENT_IDS"),
+                    jwks: JwksSource::Url(required("AUTH_JWKS_URL")?),
+                    tenant_claim: var("AUTH_TENANT_CLAIM").unwrap_or_else(|| "sub".into()),
+                    required_scopes: list("AUTH_REQUIRED_SCOPES"),
+                    advertised_scopes: list("AUTH_ADVERTISED_SCOPES"),
+                    leeway: Duration::from_secs(60),
+                };
+                settings.check()?;
+                Some(settings)
+            }
             (_, Some(_)) => {
                 return Err(ConfigError::Invalid {
                     name: "AUTH_MODE",
