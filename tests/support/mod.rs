@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod jwt;
+pub mod providers;
 pub mod schema;
 pub mod sse;
 
