@@ -28,8 +28,12 @@ use crate::protocol::ErrorObject;
 pub enum Step {
     /// More to do; the value is the new checkpoint.
     Continue(Value),
-    /// Ask the client: key → `{method, params}` input request.
+    /// Ask the client: key → `{method, params}` input request. The step runs again, with the
+    /// checkpoint it was given, once every key is answered.
     NeedInput(BTreeMap<String, Value>),
+    /// [`Step::NeedInput`] from a new checkpoint: the step that runs once every key is
+    /// answered gets this one (a step that did work before it asked).
+    NeedInputAt(Value, BTreeMap<String, Value>),
     /// Finished with a `CallToolResult`.
     Done(Value),
     /// Nothing to do for this long (an upstream to poll later, a time to wait for); the value
@@ -148,6 +152,12 @@ pub struct JobContext {
     progress: ProgressSink,
     steps_this_run: u64,
     tenant: String,
+    /// The task this run advances (`None`: an inline synchronous call).
+    task_id: Option<String>,
+    /// Runs of this task in a row that died since its checkpoint was last saved.
+    interruptions: u32,
+    /// When this run must hand over (`None`: no deadline).
+    deadline: Option<tokio::time::Instant>,
     cpu_used_ms: Arc<AtomicU64>,
     /// The job's latest estimate of the time it still needs, in ms (`u64::MAX`: none given).
     remaining_ms: Arc<AtomicU64>,
@@ -173,6 +183,9 @@ impl JobContext {
             progress,
             steps_this_run: 0,
             tenant: String::new(),
+            task_id: None,
+            interruptions: 0,
+            deadline: None,
             cpu_used_ms: Arc::default(),
             remaining_ms: Arc::new(AtomicU64::new(u64::MAX)),
             sleep_is_free: false,
@@ -196,6 +209,42 @@ impl JobContext {
     pub fn for_tenant(mut self, tenant: &str) -> Self {
         self.tenant = tenant.to_owned();
         self
+    }
+
+    /// The same context, advancing task `task_id`, whose runs died `interruptions` times in a
+    /// row since its checkpoint was last saved (the worker's).
+    pub fn for_task(mut self, task_id: &str, interruptions: u32) -> Self {
+        self.task_id = Some(task_id.to_owned());
+        self.interruptions = interruptions;
+        self
+    }
+
+    /// The same context, for a run that must hand over by `deadline`.
+    pub fn until(mut self, deadline: Option<tokio::time::Instant>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The tenant this run is for (empty when none was given).
+    pub fn tenant(&self) -> &str {
+        &self.tenant
+    }
+
+    /// The task this run advances; `None` for an inline synchronous call.
+    pub fn task_id(&self) -> Option<&str> {
+        self.task_id.as_deref()
+    }
+
+    /// How many runs of this task in a row died since its checkpoint was last saved: on the
+    /// first step of a run, how many times the step it resumes may have run before.
+    pub fn interruptions(&self) -> u32 {
+        self.interruptions
+    }
+
+    /// When this run must hand over; a step that cannot finish by then is better left to the
+    /// next run.
+    pub fn deadline(&self) -> Option<tokio::time::Instant> {
+        self.deadline
     }
 
     /// Runs CPU-bound work off the async threads, on the caller's tenant's turn of the fair

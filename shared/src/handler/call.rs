@@ -457,6 +457,11 @@ impl McpService {
                         ctx.set_checkpoint(cp);
                         tokio::time::sleep(d).await;
                     }
+                    // The checkpoint travels in the sealed requestState of the round.
+                    Step::NeedInputAt(cp, reqs) => {
+                        ctx.set_checkpoint(cp);
+                        return Ok(Step::NeedInput(reqs));
+                    }
                     other => return Ok(other),
                 }
             }
@@ -478,7 +483,7 @@ impl McpService {
             Ok(Ok(Step::NeedInput(reqs))) => {
                 self.input_required(tenant, name, arguments, &ctx, reqs.into_iter().collect())
             }
-            Ok(Ok(Step::Continue(_) | Step::Sleep(..))) => {
+            Ok(Ok(Step::Continue(_) | Step::Sleep(..) | Step::NeedInputAt(..))) => {
                 unreachable!("the loop only returns final steps")
             }
             Ok(Err(e)) => self.job_error(e),

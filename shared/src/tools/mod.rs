@@ -73,6 +73,17 @@ pub struct Claim {
     pub cpu: Option<Duration>,
 }
 
+/// How the worker runs a tool's jobs, beyond the server's settings.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RunPolicy {
+    /// Save the checkpoint after every step rather than at most once a second: for steps that
+    /// are calls elsewhere with effects, so a crash repeats only the step in flight.
+    pub save_every_step: bool,
+    /// A longest running time for one task below the server's own (the worker stops the job
+    /// at the smaller of the two).
+    pub max_task_wall: Option<Duration>,
+}
+
 /// A tool: its definition and its step-wise job.
 #[async_trait]
 pub trait Tool: Send + Sync + 'static {
@@ -92,6 +103,23 @@ pub trait Tool: Send + Sync + 'static {
     /// worker still stops a job at the per-task limits while it runs).
     fn claim(&self, _arguments: &Value) -> Claim {
         Claim::default()
+    }
+
+    /// How the worker runs this tool's jobs (default: the server's settings alone).
+    fn run_policy(&self) -> RunPolicy {
+        RunPolicy::default()
+    }
+
+    /// A human-readable title for `tools/list` (default: none).
+    fn title(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// A tool shows as its name (options and registries holding tools stay `Debug`).
+impl std::fmt::Debug for dyn Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tool({})", self.def().name)
     }
 }
 
@@ -133,7 +161,11 @@ impl Registry {
             kept.iter()
                 .map(|t| {
                     let d = t.def();
-                    json!({"name": d.name, "description": d.description, "inputSchema": d.input_schema})
+                    let mut entry = json!({"name": d.name, "description": d.description, "inputSchema": d.input_schema});
+                    if let Some(title) = t.title() {
+                        entry["title"] = json!(title);
+                    }
+                    entry
                 })
                 .collect(),
         );

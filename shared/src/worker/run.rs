@@ -13,7 +13,7 @@ impl Worker {
         deadline: Option<Instant>,
     ) -> Result<Outcome, WorkerError> {
         let progress = ProgressSink::latest_only();
-        let mut ctx = JobContext::new(
+        let ctx = JobContext::new(
             arguments,
             task.checkpoint.clone(),
             task.input_responses.clone().into_iter().collect(),
@@ -21,7 +21,9 @@ impl Worker {
             progress.clone(),
         )
         .for_tenant(&task.tenant)
+        .for_task(&task.task_id, task.interruptions)
         .parking();
+        let policy = tool.run_policy();
         // What earlier runs used, plus this run's, against the per-task quotas.
         let (base_cpu_ms, base_run_ms, run_started) = (task.cpu_ms, task.run_ms, Instant::now());
         // Keep the margin, but never more than half of the time left. And whatever the
@@ -35,6 +37,7 @@ impl Worker {
             }
             d - self.settings.deadline_margin.min(left / 2)
         });
+        let mut ctx = ctx.until(stop_at);
         let mut stepped = false;
         let mut next_check = Instant::now() + self.settings.check_every;
         let mut last_save = Instant::now();
@@ -69,6 +72,11 @@ impl Worker {
             };
             stepped = true;
             let step = match step {
+                // Asking from a new checkpoint: the checkpoint moves on, then it is an ask.
+                Ok(Ok(Ok(Step::NeedInputAt(cp, requests)))) => {
+                    ctx.set_checkpoint(cp);
+                    Ok(Step::NeedInput(requests))
+                }
                 Ok(Ok(s)) => s,
                 Ok(Err(_panic)) => {
                     tracing::error!(task_id = %task.task_id, tool = %task.tool, "job step panicked");
@@ -83,7 +91,7 @@ impl Worker {
             task.cpu_ms = base_cpu_ms + ctx.cpu_used_ms();
             task.run_ms = base_run_ms + run_started.elapsed().as_millis() as u64;
             if matches!(step, Ok(Step::Continue(_)))
-                && let Some(over) = self.over_quota(&task)
+                && let Some(over) = self.over_quota(&task, policy.max_task_wall)
             {
                 tracing::info!(task_id = %task.task_id, limit = over.limit.as_str(), "quota.stopped");
                 let result = over.to_tool_result();
@@ -94,7 +102,9 @@ impl Worker {
             match step {
                 Ok(Step::Continue(cp)) => {
                     ctx.set_checkpoint(cp);
-                    if last_save.elapsed() >= self.settings.checkpoint_every {
+                    if policy.save_every_step
+                        || last_save.elapsed() >= self.settings.checkpoint_every
+                    {
                         last_save = Instant::now();
                         task.checkpoint = ctx.raw_checkpoint().clone();
                         // Progress is saved: earlier deaths no longer count against the job
@@ -157,6 +167,7 @@ impl Worker {
                         .hand_over(&mut task, &cp, owner, deadline, Some(wake))
                         .await;
                 }
+                Ok(Step::NeedInputAt(..)) => unreachable!("made an ask above"),
                 Ok(Step::NeedInput(requests)) => {
                     if let Err(e) = task.clone().require_input(requests.clone()) {
                         tracing::error!(task_id = %task.task_id, error = %e, "job asked for input incorrectly");
@@ -202,9 +213,19 @@ impl Worker {
     }
 
     /// The per-task limit a job has gone past, judging by what it used (this run included).
-    pub(super) fn over_quota(&self, task: &TaskRecord) -> Option<crate::quota::QuotaExceeded> {
+    /// `tool_wall` is the tool's own limit on running time, when it has one below the
+    /// server's.
+    pub(super) fn over_quota(
+        &self,
+        task: &TaskRecord,
+        tool_wall: Option<Duration>,
+    ) -> Option<crate::quota::QuotaExceeded> {
         use crate::quota::{Limit, QuotaExceeded};
-        let q = &self.settings.quotas;
+        let mut q = self.settings.quotas.clone();
+        if let Some(w) = tool_wall {
+            q.max_task_wall = q.max_task_wall.min(w);
+        }
+        let q = &q;
         let stop = |limit, what: &str, used_ms: u64, max: Duration| QuotaExceeded {
             limit,
             max: max.as_secs_f64(),

@@ -350,7 +350,10 @@ impl Job {
                 let run = self.run.as_mut().expect("a run");
                 run.ctx.set_checkpoint(cp.clone());
                 self.checkpoint = cp.clone();
-                if self.inline || run.last_save.elapsed() >= self.save_every {
+                if self.inline
+                    || self.tool.run_policy().save_every_step
+                    || run.last_save.elapsed() >= self.save_every
+                {
                     run.last_save = Instant::now();
                     self.record.checkpoint = cp.clone();
                     self.record.interruptions = 0;
@@ -369,6 +372,10 @@ impl Job {
                 tokio::time::sleep(*d).await;
             }
             Ok(Step::NeedInput(requests)) => self.ask(requests.clone()),
+            Ok(Step::NeedInputAt(cp, requests)) => {
+                self.checkpoint = cp.clone();
+                self.ask(requests.clone())
+            }
             other => self.end(other.clone()),
         }
         out
@@ -468,7 +475,12 @@ impl Job {
             sink,
         )
         .for_tenant(&self.tenant);
-        let ctx = if self.inline { ctx } else { ctx.parking() };
+        let ctx = if self.inline {
+            ctx
+        } else {
+            ctx.parking()
+                .for_task(&self.record.task_id, self.record.interruptions)
+        };
         self.checkpoint = self.record.checkpoint.clone();
         if !self.before_task {
             self.runs += 1;
@@ -529,7 +541,9 @@ impl Job {
         self.run = None;
         let _ = match out {
             Ok(Step::Done(result)) => self.record.complete(result),
-            Ok(Step::Continue(_) | Step::NeedInput(_) | Step::Sleep(..)) => {
+            Ok(
+                Step::Continue(_) | Step::NeedInput(_) | Step::NeedInputAt(..) | Step::Sleep(..),
+            ) => {
                 unreachable!("not a final step")
             }
             Err(JobError::Tool(msg)) => self.record.complete(tool_error_result(msg)),
