@@ -41,6 +41,29 @@ pub fn registry(set: ToolSet) -> Arc<Registry> {
     Arc::new(Registry::new(tools(set)).checking_arguments())
 }
 
+/// Two tools of one name (a Rust tool and a declared one, say): the server refuses to start
+/// rather than serve one of them silently.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "two tools are named {0}: tool names must be unique across the Rust tools and the manifest"
+)]
+pub struct DuplicateTool(pub String);
+
+/// `rust` then `declared`, in that order, refusing a name given twice.
+pub fn all_tools(
+    rust: Vec<Arc<dyn Tool>>,
+    declared: Vec<Arc<dyn Tool>>,
+) -> Result<Vec<Arc<dyn Tool>>, DuplicateTool> {
+    let mut seen = std::collections::HashSet::new();
+    let all: Vec<Arc<dyn Tool>> = rust.into_iter().chain(declared).collect();
+    for t in &all {
+        if !seen.insert(t.def().name) {
+            return Err(DuplicateTool(t.def().name.to_owned()));
+        }
+    }
+    Ok(all)
+}
+
 /// The ports a host hands to the root.
 #[derive(Clone)]
 pub struct Ports {

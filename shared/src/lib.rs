@@ -12,6 +12,8 @@
 //! - [`jobs`] — the step-wise job API tools implement;
 //! - [`tools`] — typed tools, the tool registry, the built-in tools (one file each), the
 //!   conformance fixtures, and (feature `testkit`) the kit that runs a tool in a test;
+//! - [`declared`] — tools from a manifest whose steps run elsewhere (a Lambda function, an
+//!   HTTPS endpoint, a program) over the step protocol `mcp-tasks-step/1`;
 //! - [`task`] — the task record and its status machine;
 //! - [`metrics`] — counters and timings, exported as Prometheus text and CloudWatch EMF;
 //! - [`quota`] — per-tenant quotas and fair sharing (the fair gate of the worker and CPU pools);
@@ -35,6 +37,7 @@ pub mod auth;
 #[cfg(feature = "aws")]
 pub mod aws;
 pub mod clock;
+pub mod declared;
 pub mod edge;
 pub mod engine;
 #[cfg(feature = "fault-injection")]

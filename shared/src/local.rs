@@ -39,6 +39,8 @@ pub struct LocalOptions {
     pub data_dir: PathBuf,
     /// Tool set.
     pub tools: ToolSet,
+    /// Declared tools (`--tools FILE`), served after the tool set's.
+    pub declared: Vec<Arc<dyn crate::tools::Tool>>,
     /// Endpoint settings.
     pub service: ServiceConfig,
     /// Task settings.
@@ -67,6 +69,7 @@ impl LocalOptions {
             listen,
             data_dir,
             tools: ToolSet::Builtin,
+            declared: Vec::new(),
             service: ServiceConfig {
                 metrics_path: Some("/metrics".into()),
                 ..ServiceConfig::default()
@@ -101,6 +104,9 @@ pub enum StartError {
         "opening the task database failed (is another mcp-tasks using this data directory?): {0}"
     )]
     Store(#[from] crate::store::StoreError),
+    /// The tools.
+    #[error(transparent)]
+    Tools(#[from] crate::app::DuplicateTool),
     /// The listen address.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -261,7 +267,8 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
         queue: queue.clone(),
         run_slots: None,
     };
-    let registry = crate::app::registry(opts.tools);
+    let tools = crate::app::all_tools(crate::app::tools(opts.tools), opts.declared.clone())?;
+    let registry = Arc::new(crate::tools::Registry::new(tools).checking_arguments());
     let engine = crate::app::engine(&ports, &opts.tasks);
     #[allow(unused_mut)]
     let mut worker_settings = opts.worker.clone();

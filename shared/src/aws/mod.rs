@@ -30,6 +30,7 @@ pub mod dlq;
 pub mod dynamo;
 pub mod esm;
 mod https;
+pub mod invoke;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 pub mod sqs;

@@ -1,0 +1,256 @@
+//! A declared tool: a [`Tool`] whose steps are asked of a [`Target`] over the step protocol.
+//! Everything durable stays with the worker (the checkpoint, the answers, progress, cancel,
+//! parking); this file turns one step into one request and the answer into a [`Step`], and
+//! retries what may be retried, parked between tries.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::manifest::DeclaredEntry;
+use super::protocol::{Answer, INPUT_METHODS, PROTOCOL, StepRequest, TaskRef, parse_answer};
+use super::target::{CallLimits, Target, TargetError};
+use crate::jobs::{JobContext, JobError, Step};
+use crate::protocol::{ErrorObject, McpError};
+use crate::tools::{RunPolicy, Tool, ToolDef};
+
+/// An entry's limits and options (docs/tool-manifest.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// How long one step may take.
+    pub step_timeout: Duration,
+    /// The largest answer read.
+    pub max_answer_bytes: usize,
+    /// How many times a step that failed in a retried way is asked again.
+    pub max_retries: u32,
+    /// The task's running time, when the entry bounds it below the server's limit.
+    pub max_task_wall: Option<Duration>,
+    /// Whether requests carry the tenant.
+    pub pass_tenant: bool,
+}
+
+/// The first pause before a retry; it doubles up to [`MAX_BACKOFF`], with jitter.
+pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest pause before a retry.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// A tool from the manifest.
+pub struct DeclaredTool {
+    def: ToolDef,
+    title: Option<String>,
+    target: Arc<dyn Target>,
+    limits: Limits,
+}
+
+impl DeclaredTool {
+    /// The tool of a checked entry over its target.
+    pub fn new(entry: &DeclaredEntry, target: Arc<dyn Target>) -> Self {
+        // A manifest is read once per process (at start), so its strings live as long as the
+        // process: leaking them keeps `ToolDef`'s `&'static str`s for every tool alike.
+        let leak = |s: &str| -> &'static str { Box::leak(s.to_owned().into_boxed_str()) };
+        Self {
+            def: ToolDef {
+                name: leak(&entry.name),
+                description: leak(&entry.description),
+                input_schema: entry.input_schema.clone(),
+                policy: entry.policy,
+            },
+            title: entry.title.clone(),
+            target,
+            limits: entry.limits.clone(),
+        }
+    }
+
+    fn failed(&self, why: impl std::fmt::Display) -> JobError {
+        JobError::Protocol(ErrorObject::internal(&format!(
+            "Tool {} failed: {why}",
+            self.def.name
+        )))
+    }
+}
+
+/// The worker's copy of a declared tool's state: the target's checkpoint, and the retries of
+/// the step it is on. Stored as the task's checkpoint; the target only ever sees `checkpoint`.
+#[derive(Debug, Default, PartialEq)]
+struct State {
+    checkpoint: Value,
+    retries: u32,
+}
+
+impl State {
+    fn read(raw: &Value) -> Self {
+        Self {
+            checkpoint: raw.get("checkpoint").cloned().unwrap_or(Value::Null),
+            retries: raw
+                .get("retries")
+                .and_then(Value::as_u64)
+                .map_or(0, |r| r.min(u64::from(u32::MAX)) as u32),
+        }
+    }
+
+    fn of(checkpoint: Value) -> Value {
+        json!({"checkpoint": checkpoint})
+    }
+
+    fn retrying(&self) -> Value {
+        json!({"checkpoint": self.checkpoint, "retries": self.retries + 1})
+    }
+}
+
+/// The pause before retry number `n` (from 0): `FIRST_BACKOFF · 2ⁿ`, at most [`MAX_BACKOFF`],
+/// of which a random part (up to half) is taken off, so that a target's many callers do not
+/// come back all at once.
+fn backoff(n: u32) -> Duration {
+    let full = FIRST_BACKOFF
+        .saturating_mul(1u32 << n.min(16))
+        .min(MAX_BACKOFF);
+    let mut b = [0u8; 2];
+    let jitter = match getrandom::fill(&mut b) {
+        Ok(()) => f64::from(u16::from_le_bytes(b)) / f64::from(u16::MAX),
+        Err(_) => 0.5,
+    };
+    full.mul_f64(1.0 - jitter / 2.0).max(FIRST_BACKOFF / 2)
+}
+
+#[async_trait]
+impl Tool for DeclaredTool {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+
+    fn title(&self) -> Option<&str> {
+        self.title.as_deref()
+    }
+
+    fn run_policy(&self) -> RunPolicy {
+        // Every step is a call to somewhere else that may have had effects: save after each,
+        // so that a crash repeats only the step in flight (docs/step-protocol.md, "At least
+        // once").
+        RunPolicy {
+            save_every_step: true,
+            max_task_wall: self.limits.max_task_wall,
+        }
+    }
+
+    async fn step(&self, ctx: &JobContext) -> Result<Step, JobError> {
+        let state = State::read(ctx.raw_checkpoint());
+        let now = tokio::time::Instant::now();
+        let mut timeout = self.limits.step_timeout;
+        if let Some(stop) = ctx.deadline() {
+            let left = stop.saturating_duration_since(now);
+            if left < timeout && !ctx.first_step_of_run() {
+                // This run cannot give the step its time: hand over to a fresh one (the first
+                // step of a run always goes ahead, or a short run would hand over forever).
+                return Ok(Step::Sleep(
+                    ctx.raw_checkpoint().clone(),
+                    crate::worker::PARK_AFTER,
+                ));
+            }
+            timeout = timeout.min(left.max(Duration::from_secs(1)));
+        }
+        let attempt = 1
+            + state.retries
+            + if ctx.first_step_of_run() {
+                ctx.interruptions()
+            } else {
+                0
+            };
+        let deadline_ms = crate::clock::now_ms() + timeout.as_millis() as u64;
+        let request = StepRequest {
+            protocol: PROTOCOL,
+            tool: self.def.name,
+            arguments: ctx.arguments(),
+            checkpoint: &state.checkpoint,
+            input: ctx.inputs(),
+            attempt,
+            deadline_ms,
+            task: TaskRef {
+                id: ctx.task_id(),
+                tenant: self.limits.pass_tenant.then(|| ctx.tenant()),
+            },
+        };
+        let body = serde_json::to_vec(&request)
+            .map_err(|_| self.failed("its request could not be written"))?;
+        let limits = CallLimits {
+            timeout,
+            max_answer_bytes: self.limits.max_answer_bytes,
+        };
+        let called = tokio::time::timeout(timeout, self.target.call(body, limits))
+            .await
+            .unwrap_or(Err(TargetError::Timeout));
+        let bytes = match called {
+            Ok(bytes) => bytes,
+            Err(e) if e.retried() && state.retries < self.limits.max_retries => {
+                tracing::warn!(tool = self.def.name, task_id = ctx.task_id().unwrap_or("-"), attempt, error = %e, "declared tool: step failed, retrying");
+                return Ok(Step::Sleep(state.retrying(), backoff(state.retries)));
+            }
+            Err(e) if e.retried() && state.retries > 0 => {
+                tracing::warn!(tool = self.def.name, task_id = ctx.task_id().unwrap_or("-"), attempt, error = %e, "declared tool: step failed, no tries left");
+                return Err(self.failed(format!("{e} ({} tries)", state.retries + 1)));
+            }
+            Err(e) => {
+                tracing::warn!(tool = self.def.name, task_id = ctx.task_id().unwrap_or("-"), error = %e, "declared tool: step failed");
+                return Err(self.failed(e));
+            }
+        };
+        if bytes.len() > self.limits.max_answer_bytes {
+            return Err(self.failed(TargetError::TooLarge(self.limits.max_answer_bytes)));
+        }
+        let answer = parse_answer(&bytes).map_err(|bad| {
+            tracing::warn!(tool = self.def.name, task_id = ctx.task_id().unwrap_or("-"), why = %bad, "declared tool: a bad answer");
+            self.failed("its target answered with something that is not an mcp-tasks-step/1 answer")
+        })?;
+        self.apply(answer, ctx)
+    }
+}
+
+impl DeclaredTool {
+    /// What the worker does with an answer.
+    fn apply(&self, answer: Answer, ctx: &JobContext) -> Result<Step, JobError> {
+        match answer {
+            Answer::Done(result) => Ok(Step::Done(result)),
+            Answer::Continue(cp, progress) => {
+                if let Some(p) = progress {
+                    let message = p.message.unwrap_or_else(|| match p.total {
+                        Some(t) => format!("{} of {}", p.progress, t),
+                        None => format!("{}", p.progress),
+                    });
+                    ctx.progress(p.progress, p.total, message);
+                }
+                Ok(Step::Continue(State::of(cp)))
+            }
+            Answer::Sleep(cp, d) => Ok(Step::Sleep(State::of(cp), d)),
+            Answer::Input(cp, requests) => {
+                for request in requests.values() {
+                    let method = request["method"].as_str().unwrap_or("");
+                    let capability = INPUT_METHODS
+                        .iter()
+                        .find(|(m, _)| *m == method)
+                        .map_or("elicitation", |(_, c)| *c);
+                    if !ctx.client_declares(capability) {
+                        return Err(JobError::Protocol(
+                            McpError::missing_capability(
+                                format!(
+                                    "Tool {} asked for {method}, which needs the {capability} \
+                                     capability this client did not declare",
+                                    self.def.name
+                                ),
+                                json!({ capability: {} }),
+                            )
+                            .error,
+                        ));
+                    }
+                }
+                Ok(Step::NeedInputAt(State::of(cp), requests))
+            }
+            Answer::Error(message) => Err(JobError::Tool(message)),
+            Answer::Failed(message) => Err(self.failed(message)),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "tool_tests.rs"]
+mod tests;
