@@ -50,6 +50,8 @@ export DYNAMODB_ENDPOINT="$endpoint" SQS_ENDPOINT="$endpoint"
 # A missing emulator is a failure here, never a skip.
 export REQUIRE_EMULATORS=1
 
+# The declared-tool tests run the Node.js example handler with the Node the tools step installed.
+export NODE="$PWD/.tools/bin/node22"
 stage "tests (cargo test --workspace --all-features)"
 cargo test --workspace --all-features
 

@@ -46,6 +46,8 @@ else
   fi
   rm -rf "$venv_probe"
 fi
+command -v jq >/dev/null 2>&1 ||
+  missing+=("jq: not found (examples/shell/countdown.sh, the declared-tool example the tests run as a command target). Install: apt-get install jq")
 command -v npm >/dev/null 2>&1 ||
   missing+=("npm: not found (it installs Node 22, the conformance suite and the TypeScript SDK peers into .tools/). Install: apt-get install npm (Debian/Ubuntu), or any Node.js with npm")
 
@@ -63,6 +65,6 @@ if ((${#missing[@]})); then
   printf '  - %s\n' "${missing[@]}" >&2
   exit 1
 fi
-printf 'prerequisites: ok (rustc %s >= %s, cargo fmt, clippy, cc, git, %s with venv, npm %s, %s GB free)\n' \
+printf 'prerequisites: ok (rustc %s >= %s, cargo fmt, clippy, cc, git, %s with venv, jq, npm %s, %s GB free)\n' \
   "$(rustc --version | awk '{print $2}')" "$min_rust" "$(python3 --version 2>&1)" \
   "$(npm --version 2>/dev/null)" "$free_gb"

@@ -15,10 +15,14 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use mcp_tasks_core::auth::{AuthSettings, JwksSource};
+use mcp_tasks_core::declared::{Manifest, TargetHost};
 use mcp_tasks_core::edge::EdgeSettings;
 use mcp_tasks_core::local::{self, LocalOptions, ToolSet};
 use mcp_tasks_core::quota::Quotas;
+use mcp_tasks_core::tools::Tool;
 
 #[derive(Parser)]
 #[command(
@@ -61,6 +65,10 @@ struct ServeArgs {
     /// Serve the official conformance suite's fixture tools instead of the built-in ones.
     #[arg(long, value_enum)]
     fixtures: Option<Fixtures>,
+    /// A manifest of declared tools (docs/tool-manifest.md), served beside the others: their
+    /// steps run in a Lambda function, an HTTPS endpoint or a program.
+    #[arg(long = "tools", value_name = "FILE")]
+    manifest: Option<PathBuf>,
     /// How long a task stays readable after creation (its ttlMs), in seconds.
     #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(60..=31_536_000))]
     task_ttl_seconds: u64,
@@ -253,6 +261,7 @@ async fn main() -> anyhow::Result<()> {
         listen,
         data_dir,
         fixtures,
+        manifest,
         task_ttl_seconds,
         metrics_tenants,
         auth,
@@ -287,6 +296,9 @@ async fn main() -> anyhow::Result<()> {
     if fixtures.is_some() {
         opts.tools = ToolSet::Conformance;
     }
+    if let Some(path) = &manifest {
+        opts.declared = declared_tools(path).await?;
+    }
     #[cfg(feature = "fault-injection")]
     if let Ok(spec) = std::env::var(mcp_tasks_core::fault::ENV) {
         opts.faults = mcp_tasks_core::fault::Faults::parse(&spec)
@@ -298,6 +310,28 @@ async fn main() -> anyhow::Result<()> {
     println!("Add it to Claude Code with:\n  claude mcp add --transport http mcp-tasks {url}");
     server.run_until(stop_signal()).await;
     Ok(())
+}
+
+/// The tools of a manifest file, over the targets this server can run: programs (relative to
+/// the file's directory), HTTPS endpoints, and (with AWS support) Lambda functions.
+async fn declared_tools(path: &std::path::Path) -> anyhow::Result<Vec<Arc<dyn Tool>>> {
+    let manifest = Manifest::read(path)?;
+    manifest.check_schemas()?;
+    let base_dir = std::fs::canonicalize(path)?
+        .parent()
+        .map(std::path::Path::to_path_buf);
+    #[allow(unused_mut)]
+    let mut host = TargetHost {
+        allow_commands: true,
+        base_dir,
+        ..TargetHost::default()
+    };
+    #[cfg(feature = "aws")]
+    if !manifest.lambda_functions().is_empty() {
+        let sdk = mcp_tasks_core::aws::sdk_config().await;
+        host.lambda = Some(Arc::new(mcp_tasks_core::aws::invoke::SdkInvoker::new(sdk)));
+    }
+    Ok(manifest.tools(&host)?)
 }
 
 /// The command line; a usage error is printed with the control characters of the input
