@@ -70,6 +70,15 @@ SCENARIOS = [
       "AuthAdvertisedScopes": "https://mcp.example.com/mcp/tasks.run", "AuthTenantClaim": "oid"},
      None),
     ("an audience with a quote", {**JWT, "AuthAudience": 'a"b'}, "AuthAudience"),
+    ("declared tools' Lambda targets by ARN",
+     {**JWT, "ToolTargetFunctions": "arn:aws:lambda:eu-west-1:123456789012:function:report,"
+                                     "arn:aws:lambda:eu-west-1:123456789012:function:approve:live"},
+     None),
+    ("a Lambda target by name (IAM needs an ARN)", {**JWT, "ToolTargetFunctions": "report"},
+     "ToolTargetFunctions"),
+    ("a wildcard Lambda target", {**JWT, "ToolTargetFunctions":
+                                  "arn:aws:lambda:eu-west-1:123456789012:function:*"},
+     "ToolTargetFunctions"),
     ("MaxReceiveCount=2", {**JWT, "MaxReceiveCount": "2"}, "MaxReceiveCount"),
     ("WorkerMaxConcurrency=1", {**JWT, "WorkerMaxConcurrency": "1"}, "WorkerMaxConcurrency"),
     ("WorkerMaxConcurrency=5000", {**JWT, "WorkerMaxConcurrency": "5000"}, "WorkerMaxConcurrency"),

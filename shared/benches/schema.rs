@@ -12,7 +12,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use mcp_tasks_core::tools::Registry;
-use mcp_tasks_core::tools::builtin::builtin_tools;
+
 use mcp_tasks_core::tools::schema::Validator;
 use serde_json::{Value, json};
 
@@ -43,7 +43,7 @@ fn report(what: &str, ours: Vec<f64>, theirs: Vec<f64>) {
 }
 
 fn main() {
-    let registry = Registry::new(builtin_tools());
+    let registry = Registry::new(mcp_tasks_demo_tools::tools());
     let mut cases: Vec<(String, Value, Value, Value)> = Vec::new();
     for tool in registry.list().as_array().expect("tools") {
         let name = tool["name"].as_str().expect("name").to_owned();

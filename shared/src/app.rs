@@ -1,7 +1,8 @@
 //! The composition root: what every host builds the same way. The local server
 //! ([`crate::local`]) and the Lambda functions (`aws::lambda`) choose their adapters (store,
-//! queue, running places) and settings, then build the tool set, the engine, the MCP service
-//! and the worker here, so the wiring exists once and no library module imports a host.
+//! queue, running places), settings and tools (passed in: this crate knows no tool), then build
+//! the registry, the engine, the MCP service and the worker here, so the wiring exists once and
+//! no library module imports a host.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,29 +17,11 @@ use crate::store::TaskStore;
 use crate::tools::{Registry, Tool};
 use crate::worker::{Worker, WorkerSettings};
 
-/// Which tool set a deployment serves (the MCP endpoint and the worker must agree on it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolSet {
-    /// The built-in tools.
-    Builtin,
-    /// Exactly the conformance suite's fixtures.
-    Conformance,
-}
-
-/// The tools of a tool set.
-pub fn tools(set: ToolSet) -> Vec<Arc<dyn Tool>> {
-    match set {
-        ToolSet::Builtin => crate::tools::builtin::builtin_tools(),
-        ToolSet::Conformance => crate::tools::fixtures::conformance_tools(),
-    }
-}
-
-/// The registry of a tool set as a host that serves `tools/call` needs it: checking each
-/// call's arguments against the tool's schema ([`Registry::checking_arguments`]). A worker
-/// alone, which never takes a call, builds `Registry::new(tools(set))`, without the schema
-/// engine.
-pub fn registry(set: ToolSet) -> Arc<Registry> {
-    Arc::new(Registry::new(tools(set)).checking_arguments())
+/// The registry a host that serves `tools/call` builds: checking each call's arguments against
+/// the tool's schema ([`Registry::checking_arguments`]). A worker alone, which never takes a
+/// call, builds `Registry::new(tools)`, without the schema engine.
+pub fn serving_registry(tools: Vec<Arc<dyn Tool>>) -> Arc<Registry> {
+    Arc::new(Registry::new(tools).checking_arguments())
 }
 
 /// Two tools of one name (a Rust tool and a declared one, say): the server refuses to start

@@ -28,8 +28,6 @@ use crate::store::metered::Metered;
 use crate::store::watch::{ChangeFeed, Watched, Watchers};
 use crate::worker::{Outcome, Worker, WorkerSettings};
 
-pub use crate::app::ToolSet;
-
 /// Options of `mcp-tasks serve`.
 #[derive(Debug, Clone)]
 pub struct LocalOptions {
@@ -37,9 +35,9 @@ pub struct LocalOptions {
     pub listen: SocketAddr,
     /// Directory of the embedded database and the request-state key.
     pub data_dir: PathBuf,
-    /// Tool set.
-    pub tools: ToolSet,
-    /// Declared tools (`--tools FILE`), served after the tool set's.
+    /// The Rust tools, in `tools/list` order (the host's: `tools/src/lib.rs`).
+    pub tools: Vec<Arc<dyn crate::tools::Tool>>,
+    /// Declared tools (`--tools FILE`), served after the Rust ones.
     pub declared: Vec<Arc<dyn crate::tools::Tool>>,
     /// Endpoint settings.
     pub service: ServiceConfig,
@@ -68,7 +66,7 @@ impl LocalOptions {
         Self {
             listen,
             data_dir,
-            tools: ToolSet::Builtin,
+            tools: Vec::new(),
             declared: Vec::new(),
             service: ServiceConfig {
                 metrics_path: Some("/metrics".into()),
@@ -267,8 +265,8 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
         queue: queue.clone(),
         run_slots: None,
     };
-    let tools = crate::app::all_tools(crate::app::tools(opts.tools), opts.declared.clone())?;
-    let registry = Arc::new(crate::tools::Registry::new(tools).checking_arguments());
+    let tools = crate::app::all_tools(opts.tools.clone(), opts.declared.clone())?;
+    let registry = crate::app::serving_registry(tools);
     let engine = crate::app::engine(&ports, &opts.tasks);
     #[allow(unused_mut)]
     let mut worker_settings = opts.worker.clone();
@@ -435,7 +433,7 @@ mod tests {
         let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
         let (queue, rx) = LocalQueue::new();
         let queue: Arc<dyn WorkQueue> = Arc::new(queue);
-        let registry = crate::app::registry(ToolSet::Builtin);
+        let registry = crate::app::serving_registry(vec![crate::tools::doubles::wait()]);
         let engine = Engine::new(store.clone(), queue.clone(), TaskSettings::default());
         let worker = Arc::new(Worker::new(
             store,

@@ -1600,6 +1600,9 @@ async fn the_lambda_worker_handler_completes_duplicated_work_once() {
             Arc::new(SqsWorker::with_settings(
                 &config,
                 &ports,
+                Arc::new(mcp_tasks_core::tools::Registry::new(
+                    mcp_tasks_demo_tools::tools(),
+                )),
                 settings(Duration::from_secs(10)),
             ))
         })

@@ -112,7 +112,12 @@ async fn a_task_runs_end_to_end_through_the_lambda_handlers() {
     };
 
     // mcp: tools/call as a task → item in DynamoDB, message in SQS.
-    let mcp = http_router(&config(Role::Mcp, &table, &queue_url), &ports);
+    let tools = mcp_tasks_demo_tools::tools();
+    let mcp = http_router(
+        &config(Role::Mcp, &table, &queue_url),
+        &ports,
+        mcp_tasks_core::app::serving_registry(tools.clone()),
+    );
     let created = call(
         mcp,
         "tools/call",
@@ -127,7 +132,11 @@ async fn a_task_runs_end_to_end_through_the_lambda_handlers() {
 
     // worker: the SQS event, as the event source mapping delivers it.
     let event = next_event(&sqs, &queue_url).await;
-    let worker = SqsWorker::new(&config(Role::Worker, &table, &queue_url), &ports);
+    let worker = SqsWorker::new(
+        &config(Role::Worker, &table, &queue_url),
+        &ports,
+        Arc::new(mcp_tasks_core::tools::Registry::new(tools)),
+    );
     let out = worker
         .handle(event, Instant::now() + Duration::from_secs(60))
         .await;

@@ -144,6 +144,9 @@ async fn a_flooding_tenant_waits_its_turn_and_never_delays_another() {
     let worker = Arc::new(SqsWorker::with_settings(
         &config(Role::Worker, &table, &queue_url),
         &ports,
+        Arc::new(mcp_tasks_core::tools::Registry::new(
+            mcp_tasks_demo_tools::tools(),
+        )),
         settings,
     ));
     let stop = Arc::new(AtomicBool::new(false));

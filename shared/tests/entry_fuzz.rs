@@ -14,7 +14,7 @@ use mcp_tasks_core::handler::{HttpRequest, McpService, ReplyBody, ServiceConfig}
 use mcp_tasks_core::protocol::state::StateSealer;
 use mcp_tasks_core::queue::LocalQueue;
 use mcp_tasks_core::store::memory::MemoryStore;
-use mcp_tasks_core::tools::{Registry, fixtures::conformance_tools};
+use mcp_tasks_core::tools::Registry;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -75,7 +75,7 @@ fn service() -> Arc<McpService> {
         Arc::new(McpService::new(
             config,
             engine,
-            Arc::new(Registry::new(conformance_tools()).checking_arguments()),
+            Arc::new(Registry::new(mcp_tasks_conformance_tools::tools()).checking_arguments()),
             StateSealer::random(),
         ))
     })

@@ -76,3 +76,48 @@ fn manifests_that_cannot_be_served_stop_the_start() {
         }
     }
 }
+
+/// docs/add-a-tool.md shows the Python example as it is and a manifest entry that reads.
+#[test]
+fn the_docs_show_the_examples_as_they_are() {
+    let docs = std::fs::read_to_string(super::repo().join("docs/add-a-tool.md")).unwrap();
+    let block = |lang: &str| -> String {
+        docs.split(&format!("```{lang}\n"))
+            .nth(1)
+            .and_then(|b| b.split("```").next())
+            .unwrap_or_else(|| panic!("docs/add-a-tool.md has a {lang} block"))
+            .to_owned()
+    };
+    let report = std::fs::read_to_string(super::repo().join("examples/python/report.py")).unwrap();
+    assert!(
+        report.contains(block("python").trim_end()),
+        "docs/add-a-tool.md's Python differs from examples/python/report.py"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = write_manifest(dir.path(), &block("toml"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tasks"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg("--tools")
+        .arg(&manifest)
+        // No AWS is reachable: the entry must load, not run.
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = out;
+    let mut line = String::new();
+    use std::io::BufRead as _;
+    std::io::BufReader::new(out.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = out.kill();
+    let _ = out.wait();
+    assert!(
+        line.contains("listening"),
+        "the docs' entry did not load: {line}"
+    );
+}

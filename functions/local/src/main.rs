@@ -20,9 +20,10 @@ use std::sync::Arc;
 use mcp_tasks_core::auth::{AuthSettings, JwksSource};
 use mcp_tasks_core::declared::{Manifest, TargetHost};
 use mcp_tasks_core::edge::EdgeSettings;
-use mcp_tasks_core::local::{self, LocalOptions, ToolSet};
+use mcp_tasks_core::local::{self, LocalOptions};
 use mcp_tasks_core::quota::Quotas;
 use mcp_tasks_core::tools::Tool;
+use mcp_tasks_tools::ToolSet;
 
 #[derive(Parser)]
 #[command(
@@ -293,9 +294,11 @@ async fn main() -> anyhow::Result<()> {
         // tokens, not Host checks, protect the endpoint there.
         opts.service.allowed_hosts.clear();
     }
-    if fixtures.is_some() {
-        opts.tools = ToolSet::Conformance;
+    opts.tools = match fixtures {
+        Some(Fixtures::Conformance) => ToolSet::Conformance,
+        None => ToolSet::Default,
     }
+    .tools();
     if let Some(path) = &manifest {
         opts.declared = declared_tools(path).await?;
     }

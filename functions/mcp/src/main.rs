@@ -5,7 +5,9 @@ use lambda_http::tower::ServiceExt as _;
 use lambda_http::{Error, Request, RequestExt as _, run, run_with_streaming_response, service_fn};
 use mcp_tasks_core::aws::lambda::{
     Config, Ports, Role, http_invocation, http_router, init_logging, prefer_one_cert_bundle,
+    serving_tools,
 };
+use mcp_tasks_tools::{BUNDLED_MANIFEST, ToolSet};
 
 fn main() -> Result<(), Error> {
     // SAFETY: first thing in the process, before any thread (the runtime's) exists.
@@ -17,7 +19,8 @@ fn main() -> Result<(), Error> {
 async fn serve() -> Result<(), Error> {
     init_logging();
     let config = Config::from_env(Role::Mcp)?;
-    let router = http_router(&config, &Ports::connect(&config).await);
+    let tools = serving_tools(&config, ToolSet::tools_from_env()?, BUNDLED_MANIFEST).await?;
+    let router = http_router(&config, &Ports::connect(&config).await, tools);
     // Behind a streaming integration (`RESPONSE_STREAMING=true`) every answer goes out as
     // it is written: a JSON answer as one whole body, an SSE answer event by event.
     let streamed = config.stream_budget.is_some();
@@ -53,7 +56,10 @@ mod tests {
     async fn invoke(event: &str) -> (u16, Value) {
         let (ports, _rx) = Ports::in_memory();
         let request = lambda_http::request::from_str(event).expect("an API Gateway event");
-        let response = http_router(&config(), &ports)
+        let tools = serving_tools(&config(), ToolSet::Default.tools(), BUNDLED_MANIFEST)
+            .await
+            .unwrap();
+        let response = http_router(&config(), &ports, tools)
             .oneshot(request)
             .await
             .unwrap();

@@ -5,8 +5,9 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use mcp_tasks_core::aws::lambda::{
     Config, Ports, Role, SqsWorker, flush_metrics, init_logging, prefer_one_cert_bundle,
-    worker_deadline,
+    running_tools, worker_deadline,
 };
+use mcp_tasks_tools::{BUNDLED_MANIFEST, ToolSet};
 
 async fn handler(
     worker: &SqsWorker,
@@ -28,7 +29,8 @@ fn main() -> Result<(), Error> {
 async fn serve() -> Result<(), Error> {
     init_logging();
     let config = Config::from_env(Role::Worker)?;
-    let worker = &SqsWorker::new(&config, &Ports::connect(&config).await);
+    let tools = running_tools(&config, ToolSet::tools_from_env()?, BUNDLED_MANIFEST).await?;
+    let worker = &SqsWorker::new(&config, &Ports::connect(&config).await, tools);
     run(service_fn(move |event| handler(worker, event))).await
 }
 
@@ -46,7 +48,7 @@ mod tests {
         LambdaEvent::new(serde_json::from_str(file).unwrap(), context)
     }
 
-    fn worker() -> SqsWorker {
+    async fn worker() -> SqsWorker {
         let config = Config::from_lookup(Role::Worker, |k| match k {
             "TABLE_NAME" => Some("tasks".into()),
             "QUEUE_URL" => Some("http://127.0.0.1:1/000000000000/work".into()),
@@ -54,14 +56,17 @@ mod tests {
             _ => None,
         })
         .unwrap();
-        SqsWorker::new(&config, &Ports::in_memory().0)
+        let tools = running_tools(&config, ToolSet::Default.tools(), BUNDLED_MANIFEST)
+            .await
+            .unwrap();
+        SqsWorker::new(&config, &Ports::in_memory().0, tools)
     }
 
     #[tokio::test]
     async fn the_sample_sqs_event_is_handled_without_failures() {
         // Its task is not in the (empty) store: dropped, i.e. deleted, not retried.
         let out = handler(
-            &worker(),
+            &worker().await,
             event(include_str!("../../../events/sqs-work-message.json")),
         )
         .await
@@ -73,7 +78,7 @@ mod tests {
     async fn a_broken_record_is_reported_by_its_message_id() {
         let mut e = event(include_str!("../../../events/sqs-work-message.json"));
         e.payload.records[0].body = Some("{".into());
-        let out = handler(&worker(), e).await.unwrap();
+        let out = handler(&worker().await, e).await.unwrap();
         let ids: Vec<_> = out
             .batch_item_failures
             .iter()

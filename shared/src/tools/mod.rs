@@ -1,9 +1,10 @@
-//! Tools: what a tool declares, the registry, and the built-in and conformance tool sets.
+//! Tools: what a tool declares, and the registry. This crate holds no tool: the tools a server
+//! serves are passed in by whoever assembles it (`tools/src/lib.rs` for the Rust ones, a
+//! manifest for declared ones: [`crate::declared`]); docs/add-a-tool.md says how to add one.
 //!
-//! Adding a tool is one file and one line: a [`TypedTool`] (its arguments a Rust type whose
-//! derived JSON Schema is the `inputSchema`, a name, a description, a [`Policy`] and a
-//! step-wise job, see [`crate::jobs`]) in `builtin/`, listed in [`builtin`]'s
-//! `builtin_tools!`. The kit ([`testkit`], feature `testkit`) runs it in a test, step by step.
+//! A Rust tool is a [`TypedTool`] (its arguments a Rust type whose derived JSON Schema is the
+//! `inputSchema`, a name, a description, a [`Policy`] and a step-wise job, see
+//! [`crate::jobs`]); the kit ([`testkit`], feature `testkit`) runs it in a test, step by step.
 //! [`Tool`] is the untyped interface the engine and the worker use (and the conformance
 //! fixtures implement directly, their schemas written out as the official suite expects them).
 
@@ -16,11 +17,10 @@ use serde_json::{Map, Value, json};
 
 use crate::jobs::{JobContext, JobError, Step};
 
-pub mod builtin;
-pub mod fixtures;
-/// The README's "Add a tool" example, compiled and tested (not served).
+/// Tools shaped like the demonstration ones, for this crate's own tests (the tools a server
+/// serves live outside it: `tools/`).
 #[cfg(test)]
-mod readme_countdown;
+pub(crate) mod doubles;
 pub mod schema;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;

@@ -36,7 +36,9 @@ pub enum ConfigError {
 /// | `STATE_KEY`           | mcp (required)       | ≥ 32 characters; seals `requestState`          |
 /// | `MAX_RECEIVES`        | worker (required)    | the queue's `maxReceiveCount` (DLQ redrive)    |
 /// | `ALLOWED_HOSTS`       | mcp, tasks           | comma list for `Host`/`Origin`; empty: any     |
-/// | `TOOLS`               | mcp, worker          | `builtin` (default) or `conformance`           |
+/// | `TOOLS`               | mcp, worker          | `builtin` (default) or `conformance`: read by the main (`tools/`) |
+/// | `TOOLS_MANIFEST`      | mcp, worker          | a manifest file to serve instead of the bundled `tools.toml` |
+/// | `TOOL_TARGET_FUNCTIONS` | mcp, worker        | the Lambda functions the role may invoke (the manifest's must be among them) |
 /// | `SWEEP_STALE_SECONDS` | sweep                | idle time before a task is re-enqueued (300)   |
 /// | `AUTH_MODE`           | mcp, tasks           | `jwt` (default) or `none` (one open tenant)    |
 /// | `AUTH_ISSUER`         | mcp, tasks with jwt  | the expected `iss` (required)                  |
@@ -67,8 +69,11 @@ pub struct Config {
     pub state_key: Option<[u8; 32]>,
     /// Accepted `Host`/`Origin` names; empty accepts any (the gateway only routes its own).
     pub allowed_hosts: Vec<String>,
-    /// The tool set; the mcp and worker functions must agree on it.
-    pub tools: ToolSet,
+    /// A manifest file to serve instead of the bundled one (`TOOLS_MANIFEST`).
+    pub tools_manifest: Option<std::path::PathBuf>,
+    /// The Lambda functions this function's role may invoke (`TOOL_TARGET_FUNCTIONS`, the
+    /// template's `ToolTargetFunctions`): a manifest naming another one refuses to start.
+    pub tool_target_functions: Vec<String>,
     /// Deliveries SQS makes before dead-lettering a message.
     pub max_receives: u32,
     /// How long a working task may sit unheld and unchanged before the sweep re-enqueues it.
@@ -106,7 +111,8 @@ impl std::fmt::Debug for Config {
             .field("queue_url", &self.queue_url)
             .field("state_key", &self.state_key.map(|_| "<set>"))
             .field("allowed_hosts", &self.allowed_hosts)
-            .field("tools", &self.tools)
+            .field("tools_manifest", &self.tools_manifest)
+            .field("tool_target_functions", &self.tool_target_functions)
             .field("max_receives", &self.max_receives)
             .field("sweep_stale", &self.sweep_stale)
             .field("task_ttl_ms", &self.tasks.ttl_ms)
@@ -160,16 +166,15 @@ impl Config {
                     })?
             }
         };
-        let tools = match var("TOOLS").as_deref() {
-            None | Some("builtin") => ToolSet::Builtin,
-            Some("conformance") => ToolSet::Conformance,
-            Some(_) => {
-                return Err(ConfigError::Invalid {
-                    name: "TOOLS",
-                    reason: "must be builtin or conformance",
-                });
-            }
-        };
+        let tools_manifest = var("TOOLS_MANIFEST").map(std::path::PathBuf::from);
+        let tool_target_functions = var("TOOL_TARGET_FUNCTIONS")
+            .map(|v| {
+                v.split([',', ' '])
+                    .filter(|f| !f.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
         let sweep_stale = match var("SWEEP_STALE_SECONDS") {
             None => Duration::from_secs(300),
             Some(v) => Duration::from_secs(v.parse().map_err(|_| ConfigError::Invalid {
@@ -296,7 +301,8 @@ impl Config {
             queue_url,
             state_key,
             allowed_hosts,
-            tools,
+            tools_manifest,
+            tool_target_functions,
             max_receives,
             sweep_stale,
             tasks,

@@ -11,6 +11,8 @@
 //!
 //! The HTTP functions serve the very router the local server serves ([`crate::http::router`]);
 //! the tasks function differs by one flag ([`ServiceConfig::tasks_only`]) and serves no tool.
+//! The tools come from the function's `main` ([`serving_tools`], [`running_tools`]): this
+//! crate knows none.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -22,7 +24,6 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::sqs::SqsQueue;
-use crate::app::ToolSet;
 use crate::auth::{AuthSettings, JwksSource};
 use crate::engine::{Engine, TaskSettings};
 use crate::handler::{McpService, ServiceConfig};
@@ -40,12 +41,14 @@ mod start;
 mod sweep;
 #[cfg(test)]
 mod tests;
+mod tools;
 mod worker;
 
 pub use config::{Config, ConfigError, MAX_STREAM_SECONDS, MIN_STREAM_SECONDS, UNKNOWN_TOOL_GRACE};
 pub use logging::init_logging;
 pub use start::prefer_one_cert_bundle;
 pub use sweep::{SweepError, SweepReport, Sweeper};
+pub use tools::{ToolsError, running_tools, serving_tools};
 pub use worker::{Action, SqsWorker, decide};
 
 /// Which function is starting: decides which variables are required.
@@ -154,9 +157,9 @@ pub fn service(config: &Config, ports: &Ports, tools: Arc<Registry>) -> Arc<McpS
 }
 
 /// The mcp function's HTTP router for `lambda_http::run`: the one the local server serves
-/// ([`crate::http::router`]), with the tool set `config.tools`.
-pub fn http_router(config: &Config, ports: &Ports) -> axum::Router {
-    crate::http::router(service(config, ports, crate::app::registry(config.tools)))
+/// ([`crate::http::router`]), serving `tools` ([`serving_tools`]).
+pub fn http_router(config: &Config, ports: &Ports, tools: Arc<Registry>) -> axum::Router {
+    crate::http::router(service(config, ports, tools))
 }
 
 /// The tasks function's HTTP router: the same service, `tasks/*` only ([`Role::Tasks`]), with

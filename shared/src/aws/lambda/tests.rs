@@ -61,7 +61,6 @@ fn malformed_variables_are_refused_without_echoing_them() {
     assert!(!err.contains("short-secret"), "{err}");
     for (k, v) in [
         ("MAX_RECEIVES", "0"),
-        ("TOOLS", "mine"),
         ("SWEEP_STALE_SECONDS", "soon"),
         ("TASK_TTL_SECONDS", "59"),
         ("TASK_TTL_SECONDS", "31536001"),
@@ -85,7 +84,8 @@ fn optional_variables_have_gateway_friendly_defaults() {
     vars.push(("STATE_KEY", "0123456789abcdef0123456789abcdef"));
     let c = env(Role::Mcp, &vars).unwrap();
     assert!(c.allowed_hosts.is_empty(), "behind API Gateway any host");
-    assert_eq!(c.tools, ToolSet::Builtin);
+    assert_eq!(c.tools_manifest, None);
+    assert!(c.tool_target_functions.is_empty());
     assert!(c.state_key.is_some());
     assert!(!format!("{c:?}").contains("0123456789abcdef"));
     assert_eq!(c.tasks.ttl_ms, Some(24 * 3600 * 1000));
@@ -196,6 +196,13 @@ fn rig() -> Rig {
     }
 }
 
+/// The worker's tools: the `wait` double (the sample event's task is a `wait`).
+fn wait_tools() -> Arc<crate::tools::Registry> {
+    Arc::new(crate::tools::Registry::new(vec![
+        crate::tools::doubles::wait(),
+    ]))
+}
+
 /// The task the sample event names, stored as `mcp` would have stored it.
 async fn seed(r: &Rig, msg: &WorkMessage) {
     let task = TaskRecord::new(
@@ -235,7 +242,7 @@ async fn the_sample_sqs_event_runs_its_task_to_completion() {
     let r = rig();
     let (event, msg) = sample();
     seed(&r, &msg).await;
-    let worker = SqsWorker::new(&worker_config("5"), &r.ports);
+    let worker = SqsWorker::new(&worker_config("5"), &r.ports, wait_tools());
     let out = worker.handle(event, soon()).await;
     assert!(out.batch_item_failures.is_empty());
     assert_eq!(status(&r, &msg).await.status, TaskStatus::Completed);
@@ -251,7 +258,7 @@ async fn a_store_outage_retries_the_message_until_its_last_delivery() {
     let r = rig();
     let (event, msg) = sample();
     seed(&r, &msg).await;
-    let worker = SqsWorker::new(&worker_config("3"), &r.ports);
+    let worker = SqsWorker::new(&worker_config("3"), &r.ports, wait_tools());
     r.store.fail_gets.store(1, Ordering::SeqCst);
     let out = worker.handle(with_receives(event.clone(), 2), soon()).await;
     let ids: Vec<_> = out
@@ -276,7 +283,7 @@ async fn when_even_giving_up_fails_the_message_goes_to_the_dlq() {
     let r = rig();
     let (event, msg) = sample();
     seed(&r, &msg).await;
-    let worker = SqsWorker::new(&worker_config("3"), &r.ports);
+    let worker = SqsWorker::new(&worker_config("3"), &r.ports, wait_tools());
     r.store.fail_gets.store(2, Ordering::SeqCst);
     let out = worker.handle(with_receives(event, 3), soon()).await;
     assert_eq!(out.batch_item_failures.len(), 1);
@@ -293,7 +300,7 @@ async fn a_message_for_a_task_held_by_a_live_run_is_retried_then_dropped() {
         expires_at_ms: crate::clock::now_ms() + 60_000,
     });
     r.store.update(&t).await.unwrap();
-    let worker = SqsWorker::new(&worker_config("3"), &r.ports);
+    let worker = SqsWorker::new(&worker_config("3"), &r.ports, wait_tools());
     let out = worker.handle(with_receives(event.clone(), 1), soon()).await;
     assert_eq!(out.batch_item_failures.len(), 1);
     let out = worker.handle(with_receives(event, 3), soon()).await;
@@ -315,7 +322,7 @@ async fn an_unreadable_record_fails_alone_not_the_batch() {
     bad.body = Some("not json".into());
     let mut event = event;
     event.records.push(bad);
-    let worker = SqsWorker::new(&worker_config("5"), &r.ports);
+    let worker = SqsWorker::new(&worker_config("5"), &r.ports, wait_tools());
     let out = worker.handle(event, soon()).await;
     let ids: Vec<_> = out
         .batch_item_failures

@@ -66,20 +66,23 @@ pub struct SqsWorker {
 }
 
 impl SqsWorker {
-    /// A worker over the ports; `config.max_receives` must equal the queue's `maxReceiveCount`.
-    pub fn new(config: &Config, ports: &Ports) -> Self {
+    /// A worker over the ports running `tools` ([`super::running_tools`]);
+    /// `config.max_receives` must equal the queue's `maxReceiveCount`.
+    pub fn new(config: &Config, ports: &Ports, tools: Arc<Registry>) -> Self {
         let settings = WorkerSettings {
             unknown_tool_grace: UNKNOWN_TOOL_GRACE,
             ..WorkerSettings::default()
         };
-        Self::with_settings(config, ports, settings)
+        Self::with_settings(config, ports, tools, settings)
     }
 
     /// As [`SqsWorker::new`], with explicit worker timing (tests).
-    pub fn with_settings(config: &Config, ports: &Ports, settings: WorkerSettings) -> Self {
-        // The worker runs jobs and never takes a call: its registry does not check arguments,
-        // which keeps the schema engine out of its binary.
-        let tools = Arc::new(Registry::new(crate::app::tools(config.tools)));
+    pub fn with_settings(
+        config: &Config,
+        ports: &Ports,
+        tools: Arc<Registry>,
+        settings: WorkerSettings,
+    ) -> Self {
         Self {
             worker: crate::app::worker(ports, tools, &config.tasks, settings),
             queue: ports.queue.clone(),

@@ -9,8 +9,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::jobs::{JobContext, JobError, Step, text_result};
-use crate::tools::{Claim, Policy, TypedTool};
+use mcp_tasks_core::jobs::{JobContext, JobError, Step, text_result};
+use mcp_tasks_core::tools::{Claim, Policy, TypedTool};
 
 /// The tool.
 pub struct Wait;
@@ -82,8 +82,8 @@ impl TypedTool for Wait {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::TaskStatus;
-    use crate::tools::testkit::ToolKit;
+    use mcp_tasks_core::task::TaskStatus;
+    use mcp_tasks_core::tools::testkit::ToolKit;
 
     #[tokio::test(start_paused = true)]
     async fn as_a_task_it_sleeps_once_without_holding_a_worker() {

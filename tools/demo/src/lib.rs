@@ -1,4 +1,6 @@
-//! The built-in tools: each shows one path through the engine, doing real, checkable work.
+//! The demonstration tools: each shows one path through the engine, doing real, checkable work.
+//! They are Rust tools like yours, in a crate of their own outside the core library; the
+//! `mcp-tasks-tools` crate (`tools/src/lib.rs`) lists them for every server.
 //!
 //! | tool | policy | shows |
 //! |---|---|---|
@@ -8,28 +10,29 @@
 //! | `lint_json` | sync | a tool error the model reads (`isError: true`) |
 //! | `unreliable_upstream` | task only | a protocol-level failure (`failed` with a JSON-RPC error) |
 //!
-//! Each tool is one file here: a [`TypedTool`](super::TypedTool) (a unit struct) with its
-//! argument type, and its tests through the kit ([`super::testkit`]). A new tool is that file
-//! plus one line, `file::Type,`, in the list below (which declares the module and registers
-//! the tool, in `tools/list` order).
+//! Each tool is one file here: a [`TypedTool`](mcp_tasks_core::tools::TypedTool) (a unit
+//! struct) with its argument type, and its tests through the kit
+//! (`mcp_tasks_core::tools::testkit`). A new tool is that file plus one line, `file::Type,`,
+//! in the list below (which declares the module and registers the tool, in `tools/list`
+//! order).
 
 use std::sync::Arc;
 
-use super::Tool;
+use mcp_tasks_core::tools::Tool;
 
 /// Declares each tool's module and lists the tools, in order.
-macro_rules! builtin_tools {
+macro_rules! demo_tools {
     ($($module:ident :: $tool:ident),+ $(,)?) => {
         $(pub mod $module;)+
 
-        /// The built-in tools, in `tools/list` order.
-        pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
-            vec![$(super::typed($module::$tool)),+]
+        /// The demonstration tools, in `tools/list` order.
+        pub fn tools() -> Vec<Arc<dyn Tool>> {
+            vec![$(mcp_tasks_core::tools::typed($module::$tool)),+]
         }
     };
 }
 
-builtin_tools! {
+demo_tools! {
     hash_chain::HashChain,
     wait::Wait,
     confirm_action::ConfirmAction,
@@ -40,14 +43,19 @@ builtin_tools! {
 // Where they were before each tool had its own file.
 pub use hash_chain::{MAX_ROUNDS, hash_rounds};
 
+/// docs/add-a-tool.md's Rust example, compiled and tested (not served: `wait` shows the same
+/// path).
+#[cfg(test)]
+mod countdown_example;
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::Registry;
+    use mcp_tasks_core::tools::Registry;
 
     #[test]
-    fn every_builtin_schema_is_a_closed_object_that_compiles() {
-        let tools = builtin_tools();
+    fn every_demo_schema_is_a_closed_object_that_compiles() {
+        let tools = tools();
         let n = tools.len();
         let registry = Registry::new(tools);
         assert_eq!(registry.names().len(), n, "no duplicate names");
@@ -55,7 +63,7 @@ mod tests {
             let schema = &t["inputSchema"];
             assert_eq!(schema["type"], "object", "{}", t["name"]);
             assert_eq!(schema["additionalProperties"], false, "{}", t["name"]);
-            crate::tools::schema::Validator::new(schema).expect("compiles");
+            mcp_tasks_core::tools::schema::Validator::new(schema).expect("compiles");
         }
     }
 }

@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::jobs::{JobContext, JobError, Step};
-use crate::protocol::ErrorObject;
-use crate::tools::{Claim, Policy, TypedTool};
+use mcp_tasks_core::jobs::{JobContext, JobError, Step};
+use mcp_tasks_core::protocol::ErrorObject;
+use mcp_tasks_core::tools::{Claim, Policy, TypedTool};
 
 /// Largest `rounds`.
 pub const MAX_ROUNDS: u64 = 1_000_000_000;
@@ -151,8 +151,8 @@ impl TypedTool for HashChain {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::TaskStatus;
-    use crate::tools::testkit::ToolKit;
+    use mcp_tasks_core::task::TaskStatus;
+    use mcp_tasks_core::tools::testkit::ToolKit;
 
     #[test]
     fn hash_chain_in_pieces_equals_one_piece() {

@@ -7,8 +7,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::jobs::{JobContext, JobError, Step, text_result};
-use crate::tools::{Policy, TypedTool};
+use mcp_tasks_core::jobs::{JobContext, JobError, Step, text_result};
+use mcp_tasks_core::tools::{Policy, TypedTool};
 
 /// The tool.
 pub struct Countdown;
@@ -49,8 +49,8 @@ impl TypedTool for Countdown {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::TaskStatus;
-    use crate::tools::testkit::ToolKit;
+    use mcp_tasks_core::task::TaskStatus;
+    use mcp_tasks_core::tools::testkit::ToolKit;
 
     #[tokio::test(start_paused = true)] // the sleeps take no real time
     async fn counts_down_and_resumes_after_a_crash() {
@@ -84,22 +84,22 @@ mod tests {
     }
 }
 
-// Not in the README: the README's copy of this file (its "Add a tool" example) is this file
+// Not in the docs: docs/add-a-tool.md's copy of this file (its Rust example) is this file
 // down to the line above, kept in step by this test.
 #[cfg(test)]
 #[test]
-fn the_readme_shows_this_file() {
-    let readme = include_str!("../../../README.md");
-    let this = include_str!("readme_countdown.rs");
-    let example = this.split("\n// Not in the README").next().unwrap();
-    let shown = readme
+fn the_docs_show_this_file() {
+    let docs = include_str!("../../../docs/add-a-tool.md");
+    let this = include_str!("countdown_example.rs");
+    let example = this.split("\n// Not in the docs").next().unwrap();
+    let shown = docs
         .split("```rust\n")
         .find(|block| block.starts_with("//! `countdown`"))
         .and_then(|block| block.split("```").next())
-        .expect("README.md shows countdown.rs in a ```rust block");
+        .expect("docs/add-a-tool.md shows countdown.rs in a ```rust block");
     assert_eq!(
         shown.trim_end(),
         example.trim_end(),
-        "README.md and readme_countdown.rs differ"
+        "docs/add-a-tool.md and countdown_example.rs differ"
     );
 }

@@ -7,9 +7,9 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::jobs::{JobContext, JobError, Step};
-use crate::protocol::{ErrorObject, INTERNAL_ERROR};
-use crate::tools::{Policy, TypedTool};
+use mcp_tasks_core::jobs::{JobContext, JobError, Step};
+use mcp_tasks_core::protocol::{ErrorObject, INTERNAL_ERROR};
+use mcp_tasks_core::tools::{Policy, TypedTool};
 
 /// The tool.
 pub struct UnreliableUpstream;
@@ -49,8 +49,8 @@ impl TypedTool for UnreliableUpstream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::TaskStatus;
-    use crate::tools::testkit::ToolKit;
+    use mcp_tasks_core::task::TaskStatus;
+    use mcp_tasks_core::tools::testkit::ToolKit;
     use serde_json::json;
 
     #[tokio::test(start_paused = true)]
@@ -77,6 +77,6 @@ mod tests {
         else {
             panic!("ran inline");
         };
-        assert_eq!(e.code, crate::protocol::MISSING_CAPABILITY);
+        assert_eq!(e.code, mcp_tasks_core::protocol::MISSING_CAPABILITY);
     }
 }

@@ -6,8 +6,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::jobs::{JobContext, JobError, Step, text_result};
-use crate::tools::{Policy, TypedTool};
+use mcp_tasks_core::jobs::{JobContext, JobError, Step, text_result};
+use mcp_tasks_core::tools::{Policy, TypedTool};
 
 /// The tool.
 pub struct LintJson;
@@ -50,8 +50,8 @@ impl TypedTool for LintJson {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::TaskStatus;
-    use crate::tools::testkit::ToolKit;
+    use mcp_tasks_core::task::TaskStatus;
+    use mcp_tasks_core::tools::testkit::ToolKit;
     use serde_json::json;
 
     #[tokio::test]

@@ -6,9 +6,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::jobs::{JobContext, JobError, Step, accepted, elicitation, text_result};
-use crate::protocol::McpError;
-use crate::tools::{Policy, Preflight, TypedTool};
+use mcp_tasks_core::jobs::{JobContext, JobError, Step, accepted, elicitation, text_result};
+use mcp_tasks_core::protocol::McpError;
+use mcp_tasks_core::tools::{Policy, Preflight, TypedTool};
 
 /// The tool.
 pub struct ConfirmAction;
@@ -71,8 +71,8 @@ impl TypedTool for ConfirmAction {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task::TaskStatus;
-    use crate::tools::testkit::ToolKit;
+    use mcp_tasks_core::task::TaskStatus;
+    use mcp_tasks_core::tools::testkit::ToolKit;
 
     fn args() -> Value {
         json!({"action": "delete", "target": "report.txt"})
