@@ -185,7 +185,7 @@ async fn legacy_tasks_result_on_the_tasks_function_answers_within_its_timeout() 
 
 /// An inline call that asks for progress, 2026-07-28 and 2025-11-25 alike, through the mcp
 /// function behind the streaming integration (the template's): the progress notifications
-/// first, then the response, every event well formed (tests/aws_streaming.rs checks when each
+/// first, then the response, every event well formed (tests/aws_streaming/ checks when each
 /// arrives).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inline_progress_arrives_as_one_sse_answer_through_the_functions() {

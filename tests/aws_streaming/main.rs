@@ -4,7 +4,7 @@
 //! without the tasks extension streams its progress while it runs, past API Gateway's 29 s
 //! buffered limit, up to the function's `STREAM_SECONDS`, where it ends with `-32021`.
 //!
-//! Needs the DynamoDB/SQS emulator, like tests/aws_functions.rs (without it: a loud SKIPPED
+//! Needs the DynamoDB/SQS emulator, like tests/aws_functions/ (without it: a loud SKIPPED
 //! line, or a failure with `REQUIRE_EMULATORS`):
 //!
 //! ```text
