@@ -7,7 +7,7 @@
 
 Each lifecycle in bench/lifecycles.json gives, per task, what the deployed stack does: API
 Gateway requests, Lambda invocations and billed milliseconds per function, DynamoDB read and
-write request units, SQS requests — counted on the emulator by tests/aws_functions.rs (its
+write request units, SQS requests — counted on the emulator by tests/aws_functions/ (its
 `AWS CALLS` lines, `-- --nocapture`) and, where a lifecycle is longer than a test should run,
 scaled from the measured per-second rates of the same code (each entry says which). Beside each,
 the same work as AWS Step Functions: a Standard workflow (billed per state transition; a wait is

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Amazon DynamoDB Local for the DynamoDB adapter's tests (shared/tests/aws_dynamo.rs) and local
+# Amazon DynamoDB Local for the DynamoDB adapter's tests (shared/tests/aws_dynamo/) and local
 # AWS runs: in memory, on 127.0.0.1 only, on a free port.
 #
 #   scripts/dynamodb-local.sh start   # install if needed, start, wait; prints the endpoint

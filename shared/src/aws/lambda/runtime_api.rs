@@ -17,7 +17,7 @@
 //! opens another for the answer (it does when the answer's request asks before the event's
 //! connection is back in the pool: up to one invocation in four here), that one is new, and a new
 //! connection's first segments are acknowledged at once, so it does not wait either; the next
-//! invocation finds it. Measured on the emulated stack (`tests/aws_functions.rs`
+//! invocation finds it. Measured on the emulated stack (`tests/aws_functions/figures.rs`
 //! `cold_start_figures`, release binaries, warm `server/discover`): 44 ms median streamed against
 //! 1.5 ms buffered (29×) without this; with it 1.3–1.5 ms (0.98–1.18× buffered, the same run's
 //! reference) and no answer over 30 ms in 2,400 over six runs. Checking only the last connection
