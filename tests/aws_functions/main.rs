@@ -17,8 +17,8 @@
 //!
 //! By subject: task lifecycles (`lifecycles.rs`), a long job's hand-overs and their trace
 //! (`hand_overs.rs`), the CLI and older clients (`clients.rs`), what the function binaries
-//! link and are granted (`binaries.rs`), and the measured figures (`figures.rs`); this file
-//! holds the polling and the checks they share.
+//! link and are granted (`binaries.rs`), declared tools on lambda targets (`declared.rs`), and
+//! the measured figures (`figures.rs`); this file holds the polling and the checks they share.
 
 #[path = "../../shared/tests/common/mod.rs"]
 mod common;
@@ -29,6 +29,7 @@ mod support_aws;
 
 mod binaries;
 mod clients;
+mod declared;
 mod figures;
 mod hand_overs;
 mod lifecycles;

@@ -8,10 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::examples::{lambda_api, lambda_env};
 use super::support::Server;
 use super::support::jwt;
-use super::{Helper, repo, write_manifest};
+use super::{Helper, lambda_api, lambda_env, repo, write_manifest};
 
 /// (tool, target, extra settings, the failure message after `Tool NAME failed: `, requests).
 fn cases(http: &str) -> Vec<(&'static str, String, &'static str, String, usize)> {

@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::support::{Client, Server};
-use super::{Helper, group_alive, logged, node, repo, result_text, wait_logged, write_manifest};
+use super::{
+    Helper, group_alive, lambda_api, lambda_env, logged, repo, result_text, wait_logged,
+    write_manifest,
+};
 
 /// Which kind of target a rig runs its tool on.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -141,46 +144,6 @@ target = {{ command = ["sh", "-c", 'req=$(cat); printf "%s\n" "$req" >> "$STEP_L
             _ => cp["parts"].as_u64().unwrap_or(0),
         }
     }
-}
-
-/// The emulated Lambda Invoke API with the example handlers as functions `report` (Python)
-/// and `approve` (Node.js).
-pub fn lambda_api(log: &std::path::Path) -> Helper {
-    let examples = repo().join("examples");
-    let report = format!(
-        "report=python:{}:handler",
-        examples.join("python/report.py").display()
-    );
-    let approve = format!(
-        "approve=node:{}",
-        examples.join("node/approve.mjs").display()
-    );
-    Helper::python(
-        &repo().join("tests/targets/lambda_api.py"),
-        &[
-            "--function",
-            &report,
-            "--function",
-            &approve,
-            "--log",
-            &log.display().to_string(),
-            "--node",
-            &node(),
-        ],
-    )
-}
-
-/// What the server needs to reach the emulated Invoke API with the AWS SDK.
-pub fn lambda_env(url: &str) -> Vec<(String, String)> {
-    [
-        ("AWS_ENDPOINT_URL_LAMBDA", url),
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_EC2_METADATA_DISABLED", "true"),
-    ]
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .to_vec()
 }
 
 async fn create(c: &Client, rig: &Rig, args: Value) -> String {

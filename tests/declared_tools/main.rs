@@ -17,92 +17,11 @@ mod manifests;
 #[path = "../support/mod.rs"]
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// The repository's root.
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// `NODE`, or `node` on PATH.
-pub fn node() -> String {
-    std::env::var("NODE").unwrap_or_else(|_| "node".into())
-}
-
-/// A helper process that prints `listening on URL` once ready; killed on drop.
-pub struct Helper {
-    child: Child,
-    /// Its base URL.
-    pub url: String,
-}
-
-impl Helper {
-    /// Starts `python3 script args…` and waits for its URL.
-    pub fn python(script: &Path, args: &[&str]) -> Helper {
-        let mut child = Command::new("python3")
-            .arg(script)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("python3 is needed for these tests: {e}"));
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("listening on ") {
-                    let _ = tx.send(url.trim().trim_end_matches('/').to_owned());
-                }
-            }
-        });
-        let url = rx
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap_or_else(|_| panic!("{} did not start", script.display()));
-        Helper { child, url }
-    }
-}
-
-impl Drop for Helper {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The requests a target logged (one JSON line each), as the `event`s they carried.
-pub fn logged(log: &Path) -> Vec<Value> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
-            v.get("event").cloned().unwrap_or(v)
-        })
-        .collect()
-}
-
-/// Waits until `log` holds at least `n` requests.
-pub async fn wait_logged(log: &Path, n: usize, within: Duration) -> Vec<Value> {
-    let start = Instant::now();
-    loop {
-        let got = logged(log);
-        if got.len() >= n {
-            return got;
-        }
-        assert!(
-            start.elapsed() < within,
-            "{} requests logged in {within:?}, wanted {n}",
-            got.len()
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
+pub use support::targets::{Helper, lambda_api, lambda_env, logged, node, repo, wait_logged};
 
 /// Whether any process of process group `pgid` is alive (Linux `/proc`).
 pub fn group_alive(pgid: i32) -> bool {

@@ -7,6 +7,7 @@ pub mod jwt;
 pub mod providers;
 pub mod schema;
 pub mod sse;
+pub mod targets;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

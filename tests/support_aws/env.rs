@@ -53,6 +53,9 @@ impl Default for Options {
     }
 }
 
+/// A function, its binary and the environment it was started with.
+type Spawned = (&'static str, PathBuf, Vec<(String, String)>);
+
 /// The four functions, their front, queue feed and counters, over a fresh table and queue.
 pub struct Env {
     pub test: String,
@@ -69,6 +72,8 @@ pub struct Env {
     pub worker: Arc<RuntimeApi>,
     pub sweep: Arc<RuntimeApi>,
     children: Vec<(&'static str, Child)>,
+    /// How each function was started (its binary and environment), to start it again.
+    spawns: Vec<Spawned>,
     background: Vec<JoinHandle<()>>,
     log: Arc<Mutex<String>>,
     /// What the functions sent to the X-Ray daemon (`AWS_XRAY_DAEMON_ADDRESS`), a datagram
@@ -81,6 +86,16 @@ impl Env {
     /// Starts everything, or returns `None` after the loud SKIPPED line when the emulator
     /// endpoints are not set (a failure with `REQUIRE_EMULATORS`).
     pub async fn start(test: &str, options: Options) -> Option<Env> {
+        Self::start_with(test, options, &[]).await
+    }
+
+    /// [`Env::start`], with `extra` variables (function, name, value) set after the harness's
+    /// own (a later value wins).
+    pub async fn start_with(
+        test: &str,
+        options: Options,
+        extra: &[(&str, &str, String)],
+    ) -> Option<Env> {
         let [dynamo_endpoint, sqs_endpoint] = crate::common::endpoints(
             "aws_functions",
             [crate::common::DYNAMODB, crate::common::SQS],
@@ -120,6 +135,7 @@ impl Env {
         let (xray_addr, xray, daemon) = xray_daemon().await;
         background.push(daemon);
         let mut children = Vec::new();
+        let mut spawns = Vec::new();
         let mut apis = Vec::new();
         let http = reqwest::Client::new();
         for (who, exe) in [
@@ -142,7 +158,6 @@ impl Env {
             background.push(server);
             let mut cmd = Command::new(exe);
             cmd.env_clear()
-                .env("AWS_LAMBDA_RUNTIME_API", api.addr.to_string())
                 .env("AWS_LAMBDA_FUNCTION_NAME", who)
                 .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
                 .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
@@ -162,10 +177,7 @@ impl Env {
                 .env("TABLE_NAME", &table)
                 .env("QUEUE_URL", &queue_url)
                 .env("TOOLS", "builtin")
-                .env("AWS_XRAY_DAEMON_ADDRESS", &xray_addr)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
+                .env("AWS_XRAY_DAEMON_ADDRESS", &xray_addr);
             match who {
                 "mcp" | "tasks" => {
                     cmd.env("AUTH_MODE", "none")
@@ -190,18 +202,15 @@ impl Env {
                     );
                 }
             }
-            *api.spawned.lock().unwrap() = Some(Instant::now());
-            let mut child = cmd
-                .spawn()
-                .unwrap_or_else(|e| panic!("spawning {}: {e}", exe.display()));
-            pipe_lines(who, child.stdout.take().unwrap(), log.clone(), None);
-            pipe_lines(
-                who,
-                child.stderr.take().unwrap(),
-                log.clone(),
-                Some(api.clone()),
-            );
-            children.push((who, child));
+            for (_, k, v) in extra.iter().filter(|(w, ..)| *w == who) {
+                cmd.env(k, v);
+            }
+            let env: Vec<(String, String)> = cmd
+                .get_envs()
+                .filter_map(|(k, v)| Some((k.to_str()?.to_owned(), v?.to_str()?.to_owned())))
+                .collect();
+            children.push((who, spawn(who, exe, &env, &api, &log)));
+            spawns.push((who, exe.clone(), env));
             apis.push(api);
         }
         let [mcp, tasks, worker, sweep]: [Arc<RuntimeApi>; 4] = apis.try_into().ok().unwrap();
@@ -238,11 +247,54 @@ impl Env {
             worker,
             sweep,
             children,
+            spawns,
             background,
             log,
             xray,
             started,
         })
+    }
+
+    /// Kills function `who` (`kill -9`: an execution environment lost mid-invocation, whose
+    /// invocations fail) and starts a fresh one, as Lambda does for the next invocation.
+    pub async fn restart(&mut self, who: &str) {
+        let api = self.api(who);
+        if let Some((_, child)) = self.children.iter_mut().find(|(w, _)| *w == who) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let started = Instant::now();
+        while api.dead.lock().unwrap().is_none() {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{who} did not die"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        *api.dead.lock().unwrap() = None;
+        let (name, exe, env) = self
+            .spawns
+            .iter()
+            .find(|(w, ..)| *w == who)
+            .cloned()
+            .expect("a function of that name");
+        let mut child = spawn(name, &exe, &env, &api, &self.log);
+        match self.children.iter_mut().find(|(w, _)| *w == who) {
+            Some(slot) => slot.1 = child,
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+
+    fn api(&self, who: &str) -> Arc<RuntimeApi> {
+        match who {
+            "mcp" => self.mcp.clone(),
+            "tasks" => self.tasks.clone(),
+            "worker" => self.worker.clone(),
+            _ => self.sweep.clone(),
+        }
     }
 
     /// A 2026-07-28 client of the front.
@@ -417,4 +469,33 @@ impl Drop for Env {
             );
         }
     }
+}
+
+/// Starts function `who` from `exe` with exactly `env`, against `api`, its output into `log`.
+fn spawn(
+    who: &'static str,
+    exe: &std::path::Path,
+    env: &[(String, String)],
+    api: &Arc<RuntimeApi>,
+    log: &Arc<Mutex<String>>,
+) -> Child {
+    let mut cmd = Command::new(exe);
+    cmd.env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("AWS_LAMBDA_RUNTIME_API", api.addr.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    *api.spawned.lock().unwrap() = Some(Instant::now());
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawning {}: {e}", exe.display()));
+    pipe_lines(who, child.stdout.take().unwrap(), log.clone(), None);
+    pipe_lines(
+        who,
+        child.stderr.take().unwrap(),
+        log.clone(),
+        Some(api.clone()),
+    );
+    child
 }
