@@ -32,7 +32,7 @@ use serde_json::{Map, Value, json};
 use crate::clock::{iso8601, now_ms};
 use crate::engine::{Engine, TaskSettings};
 use crate::queue::{LocalQueue, WorkQueue};
-use crate::store::embedded::EmbeddedStore;
+use crate::store::embedded::{self, EmbeddedStore};
 use crate::store::{StoreError, TaskKey, TaskRef, TaskStore};
 use crate::task::{TaskRecord, TaskStatus, is_valid_task_id};
 
@@ -583,22 +583,16 @@ pub enum OpenError {
     /// Another process has the store open: redb locks its file for one process at a time.
     #[error("the data directory {0} is in use by a running `mcp-tasks serve`; stop it first")]
     InUse(PathBuf),
-    /// Anything else.
-    #[error("opening the task store in {dir} failed: {source}")]
-    Failed {
-        /// The data directory.
-        dir: PathBuf,
-        /// What failed.
-        #[source]
-        source: StoreError,
-    },
+    /// The store file could not be opened: damaged (refused, never read), or unreadable.
+    #[error(transparent)]
+    Store(embedded::OpenError),
 }
 
 /// Opens the embedded store of an existing data directory, never creating anything.
 ///
 /// redb holds an exclusive lock on its file for as long as a process has it open, so while
-/// `mcp-tasks serve` runs on `dir` this fails with [`OpenError::InUse`] (checked with a plain
-/// redb open first, whose error says so precisely; the store's own open reports only text).
+/// `mcp-tasks serve` runs on `dir` this fails with [`OpenError::InUse`]. A damaged file is
+/// refused ([`embedded::OpenError::Damaged`]), never listed as empty.
 pub fn open_embedded(dir: &Path) -> Result<EmbeddedStore, OpenError> {
     if !dir.is_dir() {
         return Err(OpenError::Missing(dir.to_owned()));
@@ -607,18 +601,9 @@ pub fn open_embedded(dir: &Path) -> Result<EmbeddedStore, OpenError> {
     if !file.is_file() {
         return Err(OpenError::NoStore(dir.to_owned()));
     }
-    let failed = |e: &dyn std::fmt::Display| OpenError::Failed {
-        dir: dir.to_owned(),
-        source: StoreError::backend(e.to_string()),
-    };
-    match redb::Database::open(&file) {
-        Ok(db) => drop(db),
-        Err(redb::DatabaseError::DatabaseAlreadyOpen) => return Err(OpenError::InUse(dir.into())),
-        Err(e) => return Err(failed(&e)),
-    }
-    EmbeddedStore::open(&file).map_err(|source| OpenError::Failed {
-        dir: dir.to_owned(),
-        source,
+    EmbeddedStore::open_existing(&file).map_err(|e| match e {
+        embedded::OpenError::InUse(_) => OpenError::InUse(dir.to_owned()),
+        other => OpenError::Store(other),
     })
 }
 

@@ -14,8 +14,8 @@
 //! stderr; in JSON, a last line `{"next": CURSOR}`. Errors are one line on stderr.
 //!
 //! Exit status: 0 done, 1 not found or refused (unknown task, already finished, messages left
-//! in the dead-letter queue), 2 usage or backend error (the data directory in use, AWS
-//! unreachable).
+//! in the dead-letter queue), 2 usage or backend error (the data directory in use or damaged,
+//! AWS unreachable).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -182,18 +182,23 @@ impl From<AdminError> for Fail {
             | AdminError::Finished { .. } => 1,
             AdminError::Invalid(_) | AdminError::Store(_) | AdminError::Engine(_) => 2,
         };
-        // The detail of a store error is for the operator here (no client sees it).
-        let mut line = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            let s_text = s.to_string();
-            if !line.contains(&s_text) {
-                line.push_str(&format!(": {s_text}"));
-            }
-            source = s.source();
-        }
-        Fail(code, line)
+        Fail(code, with_causes(&e))
     }
+}
+
+/// `e` and its causes on one line. The detail of a store error is for the operator here (no
+/// client sees it).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut line = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !line.contains(&s_text) {
+            line.push_str(&format!(": {s_text}"));
+        }
+        source = s.source();
+    }
+    line
 }
 
 fn finish(result: Result<i32, Fail>) -> i32 {
@@ -248,7 +253,7 @@ async fn open(b: &Backend) -> Result<Opened, Fail> {
     if b.aws {
         return aws::open(b).await;
     }
-    let store = admin::open_embedded(&b.data_dir).map_err(|e| Fail(2, e.to_string()))?;
+    let store = admin::open_embedded(&b.data_dir).map_err(|e| Fail(2, with_causes(&e)))?;
     Ok(Opened {
         store: Arc::new(store),
         queue: None,

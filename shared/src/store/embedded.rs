@@ -25,6 +25,9 @@ use cache::{CACHE_BYTES, ReadCache};
 #[cfg(test)]
 use cache::{CACHE_RECORDS, CacheState};
 
+mod open;
+pub use open::OpenError;
+
 use serde_json::Value;
 
 use super::{
@@ -105,25 +108,31 @@ fn backend(e: impl Into<super::BoxError>) -> StoreError {
 }
 
 impl EmbeddedStore {
-    /// Opens (or creates) `path`.
-    pub fn open(path: &Path) -> Result<Self, StoreError> {
-        Self::open_with_cache(path, CACHE_BYTES)
+    /// Opens (or creates) `path`, refusing a damaged file (see [`OpenError`]).
+    pub fn open(path: &Path) -> Result<Self, OpenError> {
+        Self::open_with_cache(path, CACHE_BYTES, true)
     }
 
-    /// [`EmbeddedStore::open`] with a read cache of at most `cache_bytes` (tests).
-    fn open_with_cache(path: &Path, cache_bytes: usize) -> Result<Self, StoreError> {
-        let db = Database::builder()
-            .set_cache_size(REDB_CACHE_BYTES)
-            .create(path)
-            .map_err(backend)?;
-        let txn = db.begin_write().map_err(backend)?;
-        {
-            txn.open_table(TASKS).map_err(backend)?;
-            txn.open_table(ARGUMENTS).map_err(backend)?;
-            txn.open_table(ACTIVE).map_err(backend)?;
-            txn.open_table(EXPIRY).map_err(backend)?;
-        }
-        txn.commit().map_err(backend)?;
+    /// Opens `path`, which must hold a database: never creates one (an empty file is refused
+    /// as damaged, a missing one as [`OpenError::Failed`]).
+    pub fn open_existing(path: &Path) -> Result<Self, OpenError> {
+        Self::open_with_cache(path, CACHE_BYTES, false)
+    }
+
+    /// Opens `path` with a read cache of at most `cache_bytes` (tests make it small).
+    fn open_with_cache(path: &Path, cache_bytes: usize, create: bool) -> Result<Self, OpenError> {
+        let db = open::database(path, create)?;
+        let tables = || {
+            let txn = db.begin_write().map_err(backend)?;
+            {
+                txn.open_table(TASKS).map_err(backend)?;
+                txn.open_table(ARGUMENTS).map_err(backend)?;
+                txn.open_table(ACTIVE).map_err(backend)?;
+                txn.open_table(EXPIRY).map_err(backend)?;
+            }
+            txn.commit().map_err(backend)
+        };
+        tables().map_err(|e| OpenError::failed(path, e))?;
         let db = Arc::new(db);
         let (tx, rx) = mpsc::unbounded_channel();
         let writer_db = db.clone();
@@ -132,7 +141,7 @@ impl EmbeddedStore {
         let writer = std::thread::Builder::new()
             .name("redb-writer".into())
             .spawn(move || run_writer(&writer_db, &writer_cache, rx))
-            .map_err(backend)?;
+            .map_err(|e| OpenError::failed(path, backend(e)))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 db,
