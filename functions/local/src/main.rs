@@ -1,5 +1,5 @@
 //! `mcp-tasks serve`: the whole system in one process on 127.0.0.1; `mcp-tasks call`: a small
-//! MCP client that runs one tool on any 2026-07-28 server (`call.rs`); `mcp-tasks tasks` and
+//! MCP client that runs one tool on any 2026-07-28 server (`call/`); `mcp-tasks tasks` and
 //! `mcp-tasks dlq`: operator commands on a stopped server's store or on AWS (`admin.rs`).
 
 mod admin;

@@ -1,0 +1,164 @@
+//! The terminal side of `mcp-tasks call` on stderr: status lines, the progress line (redrawn
+//! in place on a terminal), and what is scrubbed from everything written there.
+
+use std::io::{IsTerminal, Write};
+use std::time::Instant;
+
+use serde_json::Value;
+
+/// How far along a status message says the work is: "Hashed 400000 of 1000000 rounds" is
+/// 0.4, "42%" is 0.42. `None` when it says neither.
+pub(super) fn fraction_in(message: &str) -> Option<f64> {
+    let words: Vec<&str> = message.split_whitespace().collect();
+    let number = |w: &str| {
+        w.trim_matches(|c: char| !c.is_ascii_digit())
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite())
+    };
+    for w in words.windows(3) {
+        if w[1] == "of"
+            && let (Some(done), Some(total)) = (number(w[0]), number(w[2]))
+            && total > 0.0
+            && (0.0..=total).contains(&done)
+        {
+            return Some(done / total);
+        }
+    }
+    words.iter().find_map(|w| {
+        let p = w.trim_end_matches([',', '.', ')']).strip_suffix('%')?;
+        p.parse::<f64>()
+            .ok()
+            .filter(|p| (0.0..=100.0).contains(p))
+            .map(|p| p / 100.0)
+    })
+}
+
+/// Everything written to stderr: status lines, the progress line, prompts and errors, all
+/// scrubbed of the token and of control characters a server could use to rewrite the
+/// terminal.
+pub(super) struct Ui {
+    pub(super) secret: Option<String>,
+    /// stderr is a terminal: one progress line redrawn in place.
+    pub(super) tty: bool,
+    pub(super) stdin_tty: bool,
+    /// A progress line is on screen (terminal mode).
+    pub(super) drawn: bool,
+    /// The last status and message written (plain mode writes only changes).
+    pub(super) last: Option<(String, Option<String>)>,
+    pub(super) started: Instant,
+    pub(super) frame: usize,
+}
+
+impl Ui {
+    pub(super) fn new(secret: Option<String>) -> Self {
+        Self {
+            secret: secret
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty()),
+            tty: std::io::stderr().is_terminal(),
+            stdin_tty: std::io::stdin().is_terminal(),
+            drawn: false,
+            last: None,
+            started: Instant::now(),
+            frame: 0,
+        }
+    }
+
+    /// `s` without the token or control characters.
+    pub(super) fn clean(&self, s: &str) -> String {
+        let mut s = s.to_owned();
+        if let Some(t) = &self.secret {
+            s = s.replace(t.as_str(), "[token]");
+        }
+        s.chars()
+            .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
+            .collect()
+    }
+
+    /// Takes the progress line off the screen.
+    pub(super) fn clear(&mut self) {
+        if self.drawn {
+            eprint!("\r\x1b[2K");
+            self.drawn = false;
+        }
+    }
+
+    /// A status line.
+    pub(super) fn line(&mut self, s: &str) {
+        self.clear();
+        eprintln!("mcp-tasks: {}", self.clean(s));
+    }
+
+    pub(super) fn error(&mut self, s: &str) {
+        self.clear();
+        eprintln!("mcp-tasks: error: {}", self.clean(s));
+    }
+
+    /// Shows where the work is: redraws the line on a terminal, else writes a line when the
+    /// status or message changed.
+    pub(super) fn progress(&mut self, status: &str, message: Option<&str>, fraction: Option<f64>) {
+        let message = message.map(|m| self.clean(m).replace('\n', " "));
+        let secs = self.started.elapsed().as_secs();
+        let percent = fraction.map(|f| (f * 100.0).round() as u32);
+        if !self.tty {
+            let now = (status.to_owned(), message.clone());
+            if self.last.as_ref() != Some(&now) {
+                let mut l = format!("[{secs}s] {status}");
+                if let Some(p) = percent {
+                    l.push_str(&format!(" {p}%"));
+                }
+                if let Some(m) = &message {
+                    l.push_str(&format!(": {m}"));
+                }
+                self.last = Some(now);
+                eprintln!("mcp-tasks: {l}");
+            }
+            return;
+        }
+        const SPIN: [char; 4] = ['|', '/', '-', '\\'];
+        self.frame = self.frame.wrapping_add(1);
+        let mut l = format!("{} {status} {secs}s", SPIN[self.frame % SPIN.len()]);
+        if let Some(f) = fraction {
+            let width = 20;
+            let full = ((f.clamp(0.0, 1.0)) * width as f64).round() as usize;
+            l.push_str(&format!(
+                " [{}{}] {:>3}%",
+                "#".repeat(full),
+                "-".repeat(width - full),
+                percent.unwrap_or(0)
+            ));
+        }
+        if let Some(m) = &message {
+            l.push(' ');
+            l.push_str(m);
+        }
+        let columns = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.parse::<usize>().ok())
+            .filter(|c| *c >= 20)
+            .unwrap_or(80);
+        let l: String = l.chars().take(columns - 1).collect();
+        eprint!("\r\x1b[2K{l}");
+        let _ = std::io::stderr().flush();
+        self.drawn = true;
+    }
+
+    /// A notification on a synchronous call's event stream.
+    pub(super) fn notification(&mut self, n: &Value) {
+        if n["method"] != "notifications/progress" {
+            return;
+        }
+        let p = &n["params"];
+        let fraction = match (p["progress"].as_f64(), p["total"].as_f64()) {
+            (Some(done), Some(total)) if total > 0.0 => Some((done / total).clamp(0.0, 1.0)),
+            _ => None,
+        };
+        let message = p["message"].as_str().map(str::to_owned);
+        self.progress(
+            "running",
+            message.as_deref(),
+            fraction.or_else(|| message.as_deref().and_then(fraction_in)),
+        );
+    }
+}
