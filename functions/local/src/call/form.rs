@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 use std::io::{BufRead, Read, Write};
 
+use mcp_tasks_core::protocol::method;
 use serde_json::{Map, Value, json};
 
 use super::ui::Ui;
@@ -15,8 +16,8 @@ impl Ui {
         let method = request["method"].as_str().unwrap_or("");
         let params = &request["params"];
         let mode = params["mode"].as_str().unwrap_or("form");
-        if method != "elicitation/create" || mode != "form" {
-            let kind = if method == "elicitation/create" {
+        if method != method::ELICITATION_CREATE || mode != "form" {
+            let kind = if method == method::ELICITATION_CREATE {
                 format!("{method} in {mode} mode")
             } else {
                 method.to_owned()

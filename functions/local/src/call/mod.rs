@@ -43,6 +43,7 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::time::Duration;
 
+use mcp_tasks_core::protocol::{HEADER_MISMATCH, TASKS_EXTENSION, method};
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
@@ -55,15 +56,9 @@ mod transport;
 mod ui;
 
 use output::{finish, rpc_error_text};
-use transport::{
-    HEADER_MISMATCH, Reply, Rpc, describe, is_loopback, param_headers, redact_url, shown_url,
-};
+use transport::{Reply, Rpc, describe, is_loopback, param_headers, redact_url, shown_url};
 use ui::{Ui, fraction_in};
 
-/// The protocol revision this client speaks.
-const PROTOCOL_VERSION: &str = "2026-07-28";
-/// The tasks extension's identifier.
-const TASKS: &str = "io.modelcontextprotocol/tasks";
 /// Largest answer read (a JSON body, or a whole event stream).
 pub const MAX_BODY: usize = 16 << 20;
 /// Largest line read from stdin for one answer.
@@ -233,7 +228,7 @@ fn setup(args: &CallArgs, token: Option<&str>) -> Result<(Rpc, Value), Fatal> {
         .map_err(|e| Fatal::new(format!("cannot set up HTTP: {}", describe(e))))?;
     let mut caps = json!({"elicitation": {}});
     if !args.no_tasks {
-        caps["extensions"] = json!({TASKS: {}});
+        caps["extensions"] = json!({TASKS_EXTENSION: {}});
     }
     let rpc = Rpc {
         http,
@@ -260,7 +255,7 @@ async fn call(
     let created = loop {
         let reply = rpc
             .request(
-                "tools/call",
+                method::TOOLS_CALL,
                 &params,
                 Some(tool),
                 mirrored.as_deref().unwrap_or_default(),
@@ -345,7 +340,7 @@ async fn follow(rpc: &mut Rpc, ui: &mut Ui, id: &str, created: &Value) -> Result
         tokio::time::sleep(interval).await;
         let task = match rpc
             .request(
-                "tasks/get",
+                method::TASKS_GET,
                 &json!({"taskId": id}),
                 Some(id),
                 &[],
@@ -401,7 +396,7 @@ async fn follow(rpc: &mut Rpc, ui: &mut Ui, id: &str, created: &Value) -> Result
                     answered.extend(answers.keys().cloned());
                     let update = json!({"taskId": id, "inputResponses": answers});
                     match rpc
-                        .request("tasks/update", &update, Some(id), &[], &mut |_| {})
+                        .request(method::TASKS_UPDATE, &update, Some(id), &[], &mut |_| {})
                         .await?
                     {
                         Reply::Result(_) => {}
@@ -448,7 +443,7 @@ async fn interrupt(rpc: &mut Rpc, ui: &mut Ui, task_id: Option<&str>) -> i32 {
     ui.line(&format!("interrupted: cancelling task {id}"));
     let params = json!({"taskId": id});
     let mut ignore = |_: &Value| {};
-    let cancel = rpc.request("tasks/cancel", &params, Some(id), &[], &mut ignore);
+    let cancel = rpc.request(method::TASKS_CANCEL, &params, Some(id), &[], &mut ignore);
     tokio::select! {
         biased;
         _ = tokio::signal::ctrl_c() => ui.line(&format!("interrupted again: task {id} may still be running")),

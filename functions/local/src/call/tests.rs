@@ -2,7 +2,7 @@ use serde_json::json;
 
 use super::form::field_value;
 use super::sse::Sse;
-use super::transport::{Reply, header_text, mirror, parse_reply, redact_url, shown_url};
+use super::transport::{Reply, mirror, parse_reply, redact_url, shown_url};
 use super::ui::{Ui, fraction_in};
 
 #[test]
@@ -62,8 +62,6 @@ fn mirrored_arguments_become_headers() {
             ),
         ]
     );
-    assert_eq!(header_text(" x"), "=?base64?IHg=?=");
-    assert_eq!(header_text("plain-value"), "plain-value");
 }
 
 #[test]
@@ -96,4 +94,52 @@ fn the_token_is_scrubbed_from_everything_written() {
     assert_eq!(redact_url("https://u:s3cr3t@host/mcp"), "…@host/mcp");
     let u = reqwest::Url::parse("https://u:s3cr3t@host/mcp").unwrap();
     assert_eq!(shown_url(&u), "https://host/mcp");
+}
+
+/// The protocol's names and numbers (version, extension id, `_meta` keys, methods, header
+/// names, error codes, the base64 sentinel) come from `mcp_tasks_core::protocol`: a copy here
+/// could drift from what the server checks.
+#[test]
+fn protocol_constants_are_not_declared_again() {
+    let sources = [
+        ("mod.rs", include_str!("mod.rs")),
+        ("transport.rs", include_str!("transport.rs")),
+        ("sse.rs", include_str!("sse.rs")),
+        ("ui.rs", include_str!("ui.rs")),
+        ("form.rs", include_str!("form.rs")),
+        ("output.rs", include_str!("output.rs")),
+    ];
+    let owned = [
+        "\"2026-07-28\"",
+        "\"io.modelcontextprotocol/",
+        "\"tools/list\"",
+        "\"tools/call\"",
+        "\"tasks/get\"",
+        "\"tasks/update\"",
+        "\"tasks/cancel\"",
+        "\"notifications/progress\"",
+        "\"elicitation/create\"",
+        "\"mcp-protocol-version\"",
+        "\"mcp-method\"",
+        "\"mcp-name\"",
+        "\"mcp-param-",
+        "-32020",
+        "-32021",
+        "\"=?base64?",
+    ];
+    for (file, text) in sources {
+        // Comments may name them.
+        let code = (1..)
+            .zip(text.lines())
+            .filter(|(_, l)| !l.trim_start().starts_with("//"));
+        for (n, line) in code {
+            for literal in owned {
+                assert!(
+                    !line.contains(literal),
+                    "call/{file}:{n}: {literal} declared again: use \
+                     mcp_tasks_core::protocol"
+                );
+            }
+        }
+    }
 }

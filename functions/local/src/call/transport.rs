@@ -4,15 +4,15 @@
 
 use std::time::Duration;
 
-use base64::Engine as _;
+use mcp_tasks_core::protocol::headers::{
+    MCP_METHOD, MCP_NAME, MCP_PARAM_PREFIX, MCP_PROTOCOL_VERSION, encode_value,
+};
+use mcp_tasks_core::protocol::{PROTOCOL_VERSION, meta, method};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
 use super::sse::Sse;
-use super::{Fatal, MAX_BODY, MAX_LIST_PAGES, PROTOCOL_VERSION, TOKEN_ENV};
-
-/// The JSON-RPC error code a server answers when headers and body disagree.
-pub(super) const HEADER_MISMATCH: i64 = -32020;
+use super::{Fatal, MAX_BODY, MAX_LIST_PAGES, TOKEN_ENV};
 
 /// A JSON-RPC answer to a request we sent.
 pub(super) enum Reply {
@@ -46,12 +46,12 @@ impl Rpc {
         self.next_id += 1;
         let mut params = params.clone();
         let mut meta = json!({
-            "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-            "io.modelcontextprotocol/clientCapabilities": self.caps,
-            "io.modelcontextprotocol/clientInfo":
+            (meta::PROTOCOL_VERSION): PROTOCOL_VERSION,
+            (meta::CLIENT_CAPABILITIES): self.caps,
+            (meta::CLIENT_INFO):
                 {"name": "mcp-tasks-call", "version": env!("CARGO_PKG_VERSION")},
         });
-        if method == "tools/call" {
+        if method == method::TOOLS_CALL {
             // Opt in to `notifications/progress` when the server answers synchronously.
             meta["progressToken"] = json!(format!("call-{id}"));
         }
@@ -61,14 +61,14 @@ impl Rpc {
         let fixed = [
             ("content-type", "application/json".to_owned()),
             ("accept", "application/json, text/event-stream".to_owned()),
-            ("mcp-protocol-version", PROTOCOL_VERSION.to_owned()),
-            ("mcp-method", method.to_owned()),
+            (MCP_PROTOCOL_VERSION, PROTOCOL_VERSION.to_owned()),
+            (MCP_METHOD, method.to_owned()),
         ];
         for (k, v) in fixed {
             headers.insert(k, header_value(&v)?);
         }
         if let Some(n) = name {
-            headers.insert("mcp-name", header_value(&header_text(n))?);
+            headers.insert(MCP_NAME, header_value(&encode_value(n))?);
         }
         for (k, v) in extra {
             headers.insert(k.clone(), header_value(v)?);
@@ -282,7 +282,7 @@ pub(super) async fn param_headers(
             None => json!({}),
         };
         let page = match rpc
-            .request("tools/list", &params, None, &[], &mut |_| {})
+            .request(method::TOOLS_LIST, &params, None, &[], &mut |_| {})
             .await?
         {
             Reply::Result(r) => r,
@@ -320,28 +320,15 @@ pub(super) fn mirror(schema: &Value, arguments: &Value, out: &mut Vec<(HeaderNam
                     Value::Bool(b) => b.to_string(),
                     _ => continue,
                 };
-                if let Ok(name) = HeaderName::from_bytes(format!("mcp-param-{token}").as_bytes()) {
-                    out.push((name, header_text(&text)));
+                if let Ok(name) =
+                    HeaderName::from_bytes(format!("{MCP_PARAM_PREFIX}{token}").as_bytes())
+                {
+                    out.push((name, encode_value(&text)));
                 }
             }
             None if value.is_object() => mirror(ps, value, out),
             None => {}
         }
-    }
-}
-
-/// A header value for `v`: as is when header-safe, else `=?base64?…?=`.
-pub(super) fn header_text(v: &str) -> String {
-    let safe = v.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && v.trim() == v
-        && !v.starts_with("=?base64?");
-    if safe {
-        v.to_owned()
-    } else {
-        format!(
-            "=?base64?{}?=",
-            base64::engine::general_purpose::STANDARD.encode(v)
-        )
     }
 }
 

@@ -4,6 +4,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
+use mcp_tasks_core::protocol::method;
 use serde_json::Value;
 
 /// How far along a status message says the work is: "Hashed 400000 of 1000000 rounds" is
@@ -146,7 +147,7 @@ impl Ui {
 
     /// A notification on a synchronous call's event stream.
     pub(super) fn notification(&mut self, n: &Value) {
-        if n["method"] != "notifications/progress" {
+        if n["method"] != method::PROGRESS {
             return;
         }
         let p = &n["params"];
