@@ -10,7 +10,8 @@
 //!
 //! Output: text for people on stdout (one line per task or message, tab-separated; anything
 //! that came from a store or a queue has its control characters escaped), or `--json`: one
-//! JSON object per line. A listing that may continue says how: in text, a `next page:` line on
+//! JSON object per line, its strings' control characters escaped — DEL and U+0080–U+009F too,
+//! which serde_json leaves as they are (`terminal::json_text`). A listing that may continue says how: in text, a `next page:` line on
 //! stderr; in JSON, a last line `{"next": CURSOR}`. Errors are one line on stderr.
 //!
 //! Exit status: 0 done, 1 not found or refused (unknown task, already finished, messages left
@@ -29,6 +30,8 @@ use mcp_tasks_core::queue::WorkQueue;
 use mcp_tasks_core::store::TaskStore;
 use mcp_tasks_core::task::TaskStatus;
 use serde_json::json;
+
+use crate::terminal::json_text;
 
 /// `mcp-tasks tasks`.
 #[derive(clap::Args)]
@@ -272,10 +275,10 @@ async fn list(a: ListArgs) -> Result<i32, Fail> {
     let page = admin::list(&*opened.store, &query).await?;
     if a.json {
         for t in &page.tasks {
-            println!("{}", json!(t));
+            println!("{}", json_text(&json!(t), false));
         }
         if let Some(next) = &page.next {
-            println!("{}", json!({ "next": next }));
+            println!("{}", json_text(&json!({ "next": next }), false));
         }
         return Ok(0);
     }
@@ -312,7 +315,7 @@ async fn show(a: ShowArgs) -> Result<i32, Fail> {
     let opened = open(&a.backend).await?;
     let d = admin::show(&*opened.store, &a.tenant, &a.id, a.arguments).await?;
     if a.json {
-        println!("{}", d.to_json());
+        println!("{}", json_text(&d.to_json(), false));
     } else {
         print_details(&d);
     }
@@ -363,7 +366,7 @@ fn print_details(d: &TaskDetails) {
     if let Some(w) = r.wake_at_ms {
         row("wakes at", &mcp_tasks_core::clock::iso8601(w));
     }
-    // The JSON parts, pretty (serde_json escapes control characters in strings).
+    // The JSON parts, pretty, every control character in their strings escaped.
     for (label, key) in [
         ("input requests", "input_requests"),
         ("input responses", "input_responses"),
@@ -375,7 +378,7 @@ fn print_details(d: &TaskDetails) {
         let value = &v[key];
         let empty = value.is_null() || value.as_object().is_some_and(|o| o.is_empty());
         if !empty {
-            let text = serde_json::to_string_pretty(value).unwrap_or_default();
+            let text = json_text(value, true);
             println!("{label}:\n{}", indent(&text));
         }
     }
@@ -468,7 +471,7 @@ mod aws {
     use mcp_tasks_core::aws::{Timeouts, dynamodb_client, sdk_config, sqs_client_with};
     use serde_json::json;
 
-    use super::{Backend, DlqListArgs, Fail, Opened, flag_or_env, plain};
+    use super::{Backend, DlqListArgs, Fail, Opened, flag_or_env, json_text, plain};
 
     fn required(flag: &Option<String>, name: &str, var: &str) -> Result<String, Fail> {
         flag_or_env(flag, var).ok_or_else(|| Fail(2, format!("--aws needs --{name} or {var}")))
@@ -520,7 +523,7 @@ mod aws {
             .map_err(|e| Fail(2, e.to_string()))?;
         for l in &letters {
             match a.json {
-                true => println!("{}", json!(l)),
+                true => println!("{}", json_text(&json!(l), false)),
                 false => println!("{}", letter_line(l)),
             }
         }
@@ -538,13 +541,14 @@ mod aws {
             .map_err(|e| Fail(2, e.to_string()))?;
         if a.json {
             for l in &report.moved {
-                println!("{}", json!({"moved": l}));
+                println!("{}", json_text(&json!({"moved": l}), false));
             }
             for l in &report.not_work {
-                println!("{}", json!({"left": l, "reason": "not a work message"}));
+                let left = json!({"left": l, "reason": "not a work message"});
+                println!("{}", json_text(&left, false));
             }
             for (l, why) in &report.failed {
-                println!("{}", json!({"failed": l, "reason": why}));
+                println!("{}", json_text(&json!({"failed": l, "reason": why}), false));
             }
         } else {
             for l in &report.moved {

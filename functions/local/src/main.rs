@@ -4,6 +4,7 @@
 
 mod admin;
 mod call;
+mod terminal;
 
 /// mimalloc instead of the system allocator: see `Cargo.toml` and `bench/hotpath.sh`.
 #[global_allocator]
