@@ -260,7 +260,7 @@ async fn main() {
     };
     if let Err(e) = serve(args).await {
         // One line, the causes after the reason (a damaged database names its file).
-        eprintln!("mcp-tasks: error: {e:#}");
+        eprintln!("mcp-tasks: error: {}", terminal::visible(&format!("{e:#}")));
         std::process::exit(2);
     }
 }

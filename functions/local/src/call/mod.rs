@@ -28,7 +28,9 @@
 //!
 //! Output: the result's text content on stdout (other content kinds as a one-line summary);
 //! with `--json` the final JSON instead. Status, progress and prompts go to stderr: one
-//! redrawn line when stderr is a terminal, plain lines otherwise.
+//! redrawn line when stderr is a terminal, plain lines otherwise. What the server sent has its
+//! control characters escaped on stderr always, on stdout when it is a terminal (see
+//! `output.rs`), so no answer can act on the terminal.
 //!
 //! Exit status: 0 completed, 1 tool error (`isError`) or a task that failed or was cancelled
 //! elsewhere, 2 usage, protocol or HTTP error, 130 interrupted (Ctrl-C).
@@ -37,7 +39,8 @@
 //! as long as it keeps sending), answers larger than [`MAX_BODY`] are refused, and anything
 //! that is not a JSON-RPC answer to the request sent ends the command with a message and exit
 //! status 2. The bearer token is never printed: the URL is shown without its password, and
-//! every message written is scrubbed of the token's text (a server could echo it).
+//! everything written, stdout included, has the token's text replaced by a mark (a server
+//! could echo it).
 
 use std::collections::HashSet;
 use std::io::Write;

@@ -1,5 +1,11 @@
 //! What `mcp-tasks call` prints when the call ends: the result's text or the final JSON on
 //! stdout, and the exit status.
+//!
+//! stdout carries what the server sent, so the token a server echoes is replaced by a mark
+//! there too, always. When stdout is a terminal the result's control characters are escaped
+//! ([`terminal::visible`]); into a pipe or a file the text goes as the tool wrote it (a script
+//! gets its exact bytes). JSON always has DEL and the C1 controls escaped
+//! ([`terminal::json_text`]): the same JSON value, nothing a terminal acts on.
 
 use std::io::Write;
 
@@ -7,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::ui::Ui;
 use super::{EXIT_ERROR, EXIT_FAILED, EXIT_OK, Outcome};
+use crate::terminal;
 
 /// Prints the outcome; returns the exit status.
 pub(super) fn finish(ui: &mut Ui, outcome: Outcome, as_json: bool) -> i32 {
@@ -14,29 +21,24 @@ pub(super) fn finish(ui: &mut Ui, outcome: Outcome, as_json: bool) -> i32 {
         Outcome::Result(result) => {
             let is_error = result.get("isError") == Some(&json!(true));
             if as_json {
-                print_json(&result);
+                print_json(ui, &result);
             } else if is_error {
                 ui.line(&format!("tool error: {}", content_text(&result).trim_end()));
             } else {
-                let text = content_text(&result);
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(text.as_bytes());
-                if !text.is_empty() && !text.ends_with('\n') {
-                    let _ = out.write_all(b"\n");
-                }
+                print_text(ui, &content_text(&result));
             }
             if is_error { EXIT_FAILED } else { EXIT_OK }
         }
         Outcome::RpcError(e) => {
             if as_json {
-                print_json(&json!({"error": e}));
+                print_json(ui, &json!({"error": e}));
             }
             ui.error(&rpc_error_text(&e));
             EXIT_ERROR
         }
         Outcome::TaskEnded(task) => {
             if as_json {
-                print_json(&task);
+                print_json(ui, &task);
             }
             let id = task["taskId"].as_str().unwrap_or("?");
             let status = task["status"].as_str().unwrap_or("?");
@@ -51,9 +53,29 @@ pub(super) fn finish(ui: &mut Ui, outcome: Outcome, as_json: bool) -> i32 {
     }
 }
 
-pub(super) fn print_json(v: &Value) {
-    let text = serde_json::to_string_pretty(v).unwrap_or_default();
-    let _ = writeln!(std::io::stdout().lock(), "{text}");
+/// A result's text on stdout, ending with a newline.
+fn print_text(ui: &Ui, text: &str) {
+    let text = ui.redact(text);
+    let text = match ui.stdout_tty {
+        true => terminal::visible(&text),
+        false => text.as_str().into(),
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    if !text.is_empty() && !text.ends_with('\n') {
+        let _ = out.write_all(b"\n");
+    }
+}
+
+/// The final JSON on stdout, pretty.
+fn print_json(ui: &Ui, v: &Value) {
+    let mut v = v.clone();
+    ui.redact_json(&mut v);
+    let _ = writeln!(
+        std::io::stdout().lock(),
+        "{}",
+        terminal::json_text(&v, true)
+    );
 }
 
 /// The text of a `CallToolResult`: its text content, other kinds as a one-line summary, or

@@ -88,8 +88,15 @@ fn answers_are_typed_by_the_requested_schema() {
 fn the_token_is_scrubbed_from_everything_written() {
     let ui = Ui::new(Some("s3cr3t-token".into()));
     assert_eq!(
-        ui.clean("server said: Bearer s3cr3t-token\x1b[2J"),
-        "server said: Bearer [token] [2J"
+        ui.clean("server said: Bearer s3cr3t-token\x1b[2J\u{9b}1m\tok"),
+        "server said: Bearer [token]\\u{1b}[2J\\u{9b}1m\tok"
+    );
+    let mut echoed =
+        json!({"a s3cr3t-token key": [1, "x s3cr3t-token y"], "n": {"t": "s3cr3t-token"}});
+    ui.redact_json(&mut echoed);
+    assert_eq!(
+        echoed,
+        json!({"a [token] key": [1, "x [token] y"], "n": {"t": "[token]"}})
     );
     assert_eq!(redact_url("https://u:s3cr3t@host/mcp"), "…@host/mcp");
     let u = reqwest::Url::parse("https://u:s3cr3t@host/mcp").unwrap();

@@ -7,6 +7,11 @@ use std::time::Instant;
 use mcp_tasks_core::protocol::method;
 use serde_json::Value;
 
+use crate::terminal;
+
+/// What a server's echo of the bearer token is replaced with, wherever it is written.
+pub(super) const TOKEN_MARK: &str = "[token]";
+
 /// How far along a status message says the work is: "Hashed 400000 of 1000000 rounds" is
 /// 0.4, "42%" is 0.42. `None` when it says neither.
 pub(super) fn fraction_in(message: &str) -> Option<f64> {
@@ -36,10 +41,13 @@ pub(super) fn fraction_in(message: &str) -> Option<f64> {
 }
 
 /// Everything written to stderr: status lines, the progress line, prompts and errors, all
-/// scrubbed of the token and of control characters a server could use to rewrite the
-/// terminal.
+/// scrubbed of the token, their control characters escaped ([`terminal::visible`]); and what
+/// the result written to stdout is scrubbed of ([`super::output`]).
 pub(super) struct Ui {
+    /// The bearer token, trimmed: replaced by [`TOKEN_MARK`] wherever a server echoes it.
     pub(super) secret: Option<String>,
+    /// stdout is a terminal: the result's control characters are escaped there too.
+    pub(super) stdout_tty: bool,
     /// stderr is a terminal: one progress line redrawn in place.
     pub(super) tty: bool,
     pub(super) stdin_tty: bool,
@@ -57,6 +65,7 @@ impl Ui {
             secret: secret
                 .map(|s| s.trim().to_owned())
                 .filter(|s| !s.is_empty()),
+            stdout_tty: std::io::stdout().is_terminal(),
             tty: std::io::stderr().is_terminal(),
             stdin_tty: std::io::stdin().is_terminal(),
             drawn: false,
@@ -66,15 +75,35 @@ impl Ui {
         }
     }
 
-    /// `s` without the token or control characters.
+    /// `s` without the token, its control characters escaped (stderr, terminal or not: a log
+    /// read later is read on a terminal).
     pub(super) fn clean(&self, s: &str) -> String {
-        let mut s = s.to_owned();
-        if let Some(t) = &self.secret {
-            s = s.replace(t.as_str(), "[token]");
+        terminal::visible(&self.redact(s)).into_owned()
+    }
+
+    /// `s` with the token replaced by [`TOKEN_MARK`].
+    pub(super) fn redact(&self, s: &str) -> String {
+        match &self.secret {
+            Some(t) => s.replace(t.as_str(), TOKEN_MARK),
+            None => s.to_owned(),
         }
-        s.chars()
-            .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
-            .collect()
+    }
+
+    /// `v` with the token replaced in every string and key.
+    pub(super) fn redact_json(&self, v: &mut Value) {
+        let Some(t) = &self.secret else { return };
+        match v {
+            Value::String(s) if s.contains(t.as_str()) => *s = self.redact(s),
+            Value::Array(items) => items.iter_mut().for_each(|i| self.redact_json(i)),
+            Value::Object(m) => {
+                let old = std::mem::take(m);
+                for (k, mut item) in old {
+                    self.redact_json(&mut item);
+                    m.insert(self.redact(&k), item);
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Takes the progress line off the screen.
@@ -99,7 +128,7 @@ impl Ui {
     /// Shows where the work is: redraws the line on a terminal, else writes a line when the
     /// status or message changed.
     pub(super) fn progress(&mut self, status: &str, message: Option<&str>, fraction: Option<f64>) {
-        let message = message.map(|m| self.clean(m).replace('\n', " "));
+        let message = message.map(|m| self.clean(m).replace(['\n', '\t'], " "));
         let secs = self.started.elapsed().as_secs();
         let percent = fraction.map(|f| (f * 100.0).round() as u32);
         if !self.tty {
