@@ -6,8 +6,9 @@
 //! check: the checksum of every page of the committed trees is verified before anything is
 //! served from them, and a damaged file is refused as [`OpenError::Damaged`], naming it.
 //!
-//! The check reads the whole file once. On 100,000 in-flight tasks (a 143 MB file) it took
-//! 168 ms against 0.8 ms for a plain open, 1.4× the time of reading the file
+//! The check reads the whole file once. On 100,000 in-flight tasks (a 143 MB file), in two
+//! runs on a shared 2-core machine, it took 1.1× and 1.4× the time of reading the file once
+//! (97 and 168 ms), where a plain open takes under 1 ms
 //! (`cargo bench -p mcp-tasks-core --bench store_open`, page cache warm). Catching the
 //! engine's panics instead would cost nothing at open but could not promise a refusal: a
 //! damaged page may read as no data rather than panic, and a panic in the writer thread
