@@ -97,11 +97,9 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
-    /// The embedded database.
-    #[error(
-        "opening the task database failed (is another mcp-tasks using this data directory?): {0}"
-    )]
-    Store(#[from] crate::store::StoreError),
+    /// The embedded database: in use, damaged (refused), or unreadable.
+    #[error(transparent)]
+    Store(#[from] crate::store::embedded::OpenError),
     /// The tools.
     #[error(transparent)]
     Tools(#[from] crate::app::DuplicateTool),
@@ -235,13 +233,16 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
     crate::metrics::global().name_tenants(opts.metrics_tenants);
     let key = state_key(&opts.data_dir).map_err(dir_err)?;
     let db = opts.data_dir.join("tasks.redb");
+    // A file that is there already holds tasks: found empty, it was truncated, not created.
+    let existed = db.exists();
     private_file(&db).map_err(dir_err)?;
+    let opened = match existed {
+        true => EmbeddedStore::open_existing(&db)?,
+        false => EmbeddedStore::open(&db)?,
+    };
     // Every writer shares this store, so its writes are what wakes subscriptions.
     let watchers = Arc::new(Watchers::default());
-    let store: Arc<dyn TaskStore> = Arc::new(Watched::new(
-        Metered(EmbeddedStore::open(&db)?),
-        watchers.clone(),
-    ));
+    let store: Arc<dyn TaskStore> = Arc::new(Watched::new(Metered(opened), watchers.clone()));
     let (queue, rx) = LocalQueue::new();
     let queue: Arc<dyn WorkQueue> = Arc::new(queue);
     #[cfg(feature = "fault-injection")]

@@ -10,12 +10,13 @@
 //!
 //! Output: text for people on stdout (one line per task or message, tab-separated; anything
 //! that came from a store or a queue has its control characters escaped), or `--json`: one
-//! JSON object per line. A listing that may continue says how: in text, a `next page:` line on
+//! JSON object per line, its strings' control characters escaped — DEL and U+0080–U+009F too,
+//! which serde_json leaves as they are (`terminal::json_text`). A listing that may continue says how: in text, a `next page:` line on
 //! stderr; in JSON, a last line `{"next": CURSOR}`. Errors are one line on stderr.
 //!
 //! Exit status: 0 done, 1 not found or refused (unknown task, already finished, messages left
-//! in the dead-letter queue), 2 usage or backend error (the data directory in use, AWS
-//! unreachable).
+//! in the dead-letter queue), 2 usage or backend error (the data directory in use or damaged,
+//! AWS unreachable).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -29,6 +30,8 @@ use mcp_tasks_core::queue::WorkQueue;
 use mcp_tasks_core::store::TaskStore;
 use mcp_tasks_core::task::TaskStatus;
 use serde_json::json;
+
+use crate::terminal::json_text;
 
 /// `mcp-tasks tasks`.
 #[derive(clap::Args)]
@@ -182,18 +185,23 @@ impl From<AdminError> for Fail {
             | AdminError::Finished { .. } => 1,
             AdminError::Invalid(_) | AdminError::Store(_) | AdminError::Engine(_) => 2,
         };
-        // The detail of a store error is for the operator here (no client sees it).
-        let mut line = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            let s_text = s.to_string();
-            if !line.contains(&s_text) {
-                line.push_str(&format!(": {s_text}"));
-            }
-            source = s.source();
-        }
-        Fail(code, line)
+        Fail(code, with_causes(&e))
     }
+}
+
+/// `e` and its causes on one line. The detail of a store error is for the operator here (no
+/// client sees it).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut line = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !line.contains(&s_text) {
+            line.push_str(&format!(": {s_text}"));
+        }
+        source = s.source();
+    }
+    line
 }
 
 fn finish(result: Result<i32, Fail>) -> i32 {
@@ -248,7 +256,7 @@ async fn open(b: &Backend) -> Result<Opened, Fail> {
     if b.aws {
         return aws::open(b).await;
     }
-    let store = admin::open_embedded(&b.data_dir).map_err(|e| Fail(2, e.to_string()))?;
+    let store = admin::open_embedded(&b.data_dir).map_err(|e| Fail(2, with_causes(&e)))?;
     Ok(Opened {
         store: Arc::new(store),
         queue: None,
@@ -267,10 +275,10 @@ async fn list(a: ListArgs) -> Result<i32, Fail> {
     let page = admin::list(&*opened.store, &query).await?;
     if a.json {
         for t in &page.tasks {
-            println!("{}", json!(t));
+            println!("{}", json_text(&json!(t), false));
         }
         if let Some(next) = &page.next {
-            println!("{}", json!({ "next": next }));
+            println!("{}", json_text(&json!({ "next": next }), false));
         }
         return Ok(0);
     }
@@ -307,7 +315,7 @@ async fn show(a: ShowArgs) -> Result<i32, Fail> {
     let opened = open(&a.backend).await?;
     let d = admin::show(&*opened.store, &a.tenant, &a.id, a.arguments).await?;
     if a.json {
-        println!("{}", d.to_json());
+        println!("{}", json_text(&d.to_json(), false));
     } else {
         print_details(&d);
     }
@@ -358,7 +366,7 @@ fn print_details(d: &TaskDetails) {
     if let Some(w) = r.wake_at_ms {
         row("wakes at", &mcp_tasks_core::clock::iso8601(w));
     }
-    // The JSON parts, pretty (serde_json escapes control characters in strings).
+    // The JSON parts, pretty, every control character in their strings escaped.
     for (label, key) in [
         ("input requests", "input_requests"),
         ("input responses", "input_responses"),
@@ -370,7 +378,7 @@ fn print_details(d: &TaskDetails) {
         let value = &v[key];
         let empty = value.is_null() || value.as_object().is_some_and(|o| o.is_empty());
         if !empty {
-            let text = serde_json::to_string_pretty(value).unwrap_or_default();
+            let text = json_text(value, true);
             println!("{label}:\n{}", indent(&text));
         }
     }
@@ -453,118 +461,4 @@ mod aws {
 }
 
 #[cfg(feature = "aws")]
-mod aws {
-    use std::sync::Arc;
-
-    use mcp_tasks_core::admin::CancelMode;
-    use mcp_tasks_core::aws::dlq::{self, DeadLetter};
-    use mcp_tasks_core::aws::dynamo::DynamoStore;
-    use mcp_tasks_core::aws::sqs::SqsQueue;
-    use mcp_tasks_core::aws::{Timeouts, dynamodb_client, sdk_config, sqs_client_with};
-    use serde_json::json;
-
-    use super::{Backend, DlqListArgs, Fail, Opened, flag_or_env, plain};
-
-    fn required(flag: &Option<String>, name: &str, var: &str) -> Result<String, Fail> {
-        flag_or_env(flag, var).ok_or_else(|| Fail(2, format!("--aws needs --{name} or {var}")))
-    }
-
-    /// The SQS client of these commands: long-polling receives of [`dlq::RECEIVE_WAIT`].
-    async fn sqs() -> aws_sdk_sqs::Client {
-        let mut sdk = sdk_config().await;
-        if let Some(e) = flag_or_env(&None, "SQS_ENDPOINT") {
-            sdk = sdk.to_builder().endpoint_url(e).build();
-        }
-        sqs_client_with(&sdk, Timeouts::sqs_long_poll(dlq::RECEIVE_WAIT))
-    }
-
-    pub async fn open(b: &Backend) -> Result<Opened, Fail> {
-        let table = required(&b.table, "table", "TABLE_NAME")?;
-        let mut sdk = sdk_config().await;
-        if let Some(e) = flag_or_env(&None, "DYNAMODB_ENDPOINT") {
-            sdk = sdk.to_builder().endpoint_url(e).build();
-        }
-        let store = DynamoStore::new(dynamodb_client(&sdk), table);
-        let queue = match flag_or_env(&b.queue_url, "QUEUE_URL") {
-            Some(url) => Some(Arc::new(SqsQueue::new(sqs().await, url)) as _),
-            None => None,
-        };
-        Ok(Opened {
-            store: Arc::new(store),
-            queue,
-            cancel: CancelMode::Cooperative,
-        })
-    }
-
-    fn letter_line(l: &DeadLetter) -> String {
-        let receives = l
-            .receive_count
-            .map_or("receives ?".into(), |n| format!("receives {n}"));
-        let sent = l.sent_at.clone().unwrap_or_else(|| "sent ?".into());
-        let work = match &l.work {
-            Some(w) => format!("{}\t{}\t{}", plain(&w.tenant), plain(&w.task_id), w.kind),
-            None => "(not a work message)".into(),
-        };
-        format!("{}\t{receives}\t{sent}\t{work}", plain(&l.message_id))
-    }
-
-    pub async fn dlq_list(a: &DlqListArgs) -> Result<i32, Fail> {
-        let url = required(&a.backend.dlq_url, "dlq-url", "DLQ_URL")?;
-        let letters = dlq::list(&sqs().await, &url, a.limit)
-            .await
-            .map_err(|e| Fail(2, e.to_string()))?;
-        for l in &letters {
-            match a.json {
-                true => println!("{}", json!(l)),
-                false => println!("{}", letter_line(l)),
-            }
-        }
-        if letters.is_empty() && !a.json {
-            eprintln!("the dead-letter queue is empty");
-        }
-        Ok(0)
-    }
-
-    pub async fn dlq_redrive(a: &DlqListArgs) -> Result<i32, Fail> {
-        let dlq_url = required(&a.backend.dlq_url, "dlq-url", "DLQ_URL")?;
-        let queue_url = required(&a.backend.queue_url, "queue-url", "QUEUE_URL")?;
-        let report = dlq::redrive(&sqs().await, &dlq_url, &queue_url, a.limit)
-            .await
-            .map_err(|e| Fail(2, e.to_string()))?;
-        if a.json {
-            for l in &report.moved {
-                println!("{}", json!({"moved": l}));
-            }
-            for l in &report.not_work {
-                println!("{}", json!({"left": l, "reason": "not a work message"}));
-            }
-            for (l, why) in &report.failed {
-                println!("{}", json!({"failed": l, "reason": why}));
-            }
-        } else {
-            for l in &report.moved {
-                println!("moved\t{}", letter_line(l));
-            }
-            for l in &report.not_work {
-                println!("left\t{}", letter_line(l));
-            }
-            for (l, why) in &report.failed {
-                println!("failed\t{}", letter_line(l));
-                eprintln!("mcp-tasks: {}: {}", plain(&l.message_id), plain(why));
-            }
-        }
-        eprintln!(
-            "moved {} to the work queue; left {} that are not work messages in the dead-letter \
-             queue; {} failed",
-            report.moved.len(),
-            report.not_work.len(),
-            report.failed.len()
-        );
-        Ok(
-            match report.not_work.is_empty() && report.failed.is_empty() {
-                true => 0,
-                false => 1,
-            },
-        )
-    }
-}
+mod aws;

@@ -1,9 +1,10 @@
 //! `mcp-tasks serve`: the whole system in one process on 127.0.0.1; `mcp-tasks call`: a small
-//! MCP client that runs one tool on any 2026-07-28 server (`call.rs`); `mcp-tasks tasks` and
+//! MCP client that runs one tool on any 2026-07-28 server (`call/`); `mcp-tasks tasks` and
 //! `mcp-tasks dlq`: operator commands on a stopped server's store or on AWS (`admin.rs`).
 
 mod admin;
 mod call;
+mod terminal;
 
 /// mimalloc instead of the system allocator: see `Cargo.toml` and `bench/hotpath.sh`.
 #[global_allocator]
@@ -38,7 +39,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the MCP endpoint, the task endpoints and the worker in one process.
+    /// Serve the MCP endpoint, the task endpoints and the worker in one process. Exit status:
+    /// 0 stopped (Ctrl-C, SIGTERM), 2 cannot start (a setting, the address, the data directory
+    /// in use, unreadable or damaged).
     Serve(Box<ServeArgs>),
     /// Call a tool on an MCP server (2026-07-28) and print its result, following it as a task
     /// (progress, questions, Ctrl-C cancels) when it becomes one. Exit status: 0 completed,
@@ -46,7 +49,7 @@ enum Command {
     Call(call::CallArgs),
     /// Operator commands on tasks: list the unfinished ones, show one, cancel one — in the
     /// embedded store of a stopped server (--data-dir) or on AWS (--aws). Exit status: 0 done,
-    /// 1 not found or refused, 2 usage or backend error (a data directory in use included).
+    /// 1 not found or refused, 2 usage or backend error (a data directory in use or damaged).
     Tasks(admin::TasksArgs),
     /// The work queue's dead-letter queue (--aws only): list its messages, or move them back
     /// to the work queue. Exit status: 0 done, 1 messages left or failed, 2 usage or backend
@@ -257,7 +260,22 @@ enum Fixtures {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() {
+    let args = match parse_cli().command {
+        Command::Call(args) => std::process::exit(call::run(args).await),
+        Command::Tasks(args) => std::process::exit(admin::tasks(args).await),
+        Command::Dlq(args) => std::process::exit(admin::dlq(args).await),
+        Command::Serve(serve) => *serve,
+    };
+    if let Err(e) = serve(args).await {
+        // One line, the causes after the reason (a damaged database names its file).
+        eprintln!("mcp-tasks: error: {}", terminal::visible(&format!("{e:#}")));
+        std::process::exit(2);
+    }
+}
+
+/// `mcp-tasks serve`, until Ctrl-C or SIGTERM; `Err` when it cannot start.
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let ServeArgs {
         listen,
         data_dir,
@@ -268,12 +286,7 @@ async fn main() -> anyhow::Result<()> {
         auth,
         edge,
         quotas,
-    } = match parse_cli().command {
-        Command::Call(args) => std::process::exit(call::run(args).await),
-        Command::Tasks(args) => std::process::exit(admin::tasks(args).await),
-        Command::Dlq(args) => std::process::exit(admin::dlq(args).await),
-        Command::Serve(serve) => *serve,
-    };
+    } = args;
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),

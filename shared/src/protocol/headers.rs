@@ -7,6 +7,15 @@ use serde_json::{Map, Value};
 
 use super::McpError;
 
+/// `MCP-Protocol-Version`: the revision the request speaks (mirrors `_meta`).
+pub const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
+/// `Mcp-Method`: the JSON-RPC method of the body.
+pub const MCP_METHOD: &str = "mcp-method";
+/// `Mcp-Name`: the tool of a `tools/call`, the task id of a `tasks/*` request.
+pub const MCP_NAME: &str = "mcp-name";
+/// `Mcp-Param-{Token}`: an argument a tool's schema marks with `x-mcp-header: Token`.
+pub const MCP_PARAM_PREFIX: &str = "mcp-param-";
+
 /// The base64 sentinel for values that are not header-safe: `=?base64?…?=`.
 const SENTINEL_PREFIX: &str = "=?base64?";
 const SENTINEL_SUFFIX: &str = "?=";
@@ -38,6 +47,23 @@ pub fn decode_sentinel(raw: &str) -> Option<String> {
         .decode(inner)
         .ok()?;
     String::from_utf8(bytes).ok()
+}
+
+/// The header value a client sends for `v`: `v` itself when it is header-safe (visible ASCII
+/// and spaces, no space at either end, not sentinel-like), else the base64 sentinel. The
+/// inverse of [`decode_sentinel`].
+pub fn encode_value(v: &str) -> String {
+    let safe = v.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && v.trim() == v
+        && !v.starts_with(SENTINEL_PREFIX);
+    if safe {
+        v.to_owned()
+    } else {
+        format!(
+            "{SENTINEL_PREFIX}{}{SENTINEL_SUFFIX}",
+            base64::engine::general_purpose::STANDARD.encode(v)
+        )
+    }
 }
 
 /// Checks one header against the body value it mirrors. A missing header is an error only
@@ -85,7 +111,7 @@ pub fn check_params(
     arguments: &Map<String, Value>,
 ) -> Result<(), McpError> {
     for (token, prop) in mirrored {
-        let name = format!("mcp-param-{token}");
+        let name = format!("{MCP_PARAM_PREFIX}{token}");
         let header = header_value(headers, &name)?;
         let body = arguments.get(prop).filter(|v| !v.is_null());
         match (header, body) {
@@ -135,6 +161,21 @@ mod tests {
             );
         }
         h
+    }
+
+    #[test]
+    fn values_a_client_encodes_decode_to_themselves() {
+        assert_eq!(encode_value("plain-value"), "plain-value");
+        assert_eq!(encode_value(" x"), "=?base64?IHg=?=");
+        assert_eq!(encode_value("été"), "=?base64?w6l0w6k=?=");
+        // A value that looks like a sentinel is encoded, so it is not decoded as one.
+        for v in ["plain", " x", "été", "=?base64?abc?=", "a\nb", ""] {
+            assert_eq!(
+                decode_sentinel(&encode_value(v)).as_deref(),
+                Some(v),
+                "{v:?}"
+            );
+        }
     }
 
     #[test]

@@ -20,6 +20,14 @@ use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use tokio::sync::{mpsc, oneshot};
 
+mod cache;
+use cache::{CACHE_BYTES, ReadCache};
+#[cfg(test)]
+use cache::{CACHE_RECORDS, CacheState};
+
+mod open;
+pub use open::OpenError;
+
 use serde_json::Value;
 
 use super::{
@@ -55,152 +63,11 @@ struct Inner {
     cache: Arc<ReadCache>,
 }
 
-/// Most bytes of (encoded) records the read cache holds; past it, the oldest entries are
-/// dropped.
-const CACHE_BYTES: usize = 8 * 1024 * 1024;
-
-/// Most records the read cache holds, whatever their size. A decoded record takes several
-/// times its encoded size in memory (its JSON values as trees): with the byte bound alone, at
-/// 32 MiB, a server that had created ~50,000 small tasks held ~300 MB for the cache. The
-/// polls it speeds up are for tasks in flight, which a few thousand entries hold.
-const CACHE_RECORDS: usize = 4096;
-
 /// The memory redb may use for its own page cache. Its default, 1 GiB, is a size a growing
 /// database would let the process reach and keep; the pages needed hot — the trees' inner
 /// pages, the `active` index — fit in a fraction of this, the records themselves are served
 /// from [`ReadCache`], and a miss is a read the operating system's page cache answers.
 const REDB_CACHE_BYTES: usize = 32 * 1024 * 1024;
-
-/// Decoded records, kept so a `get` need not open a read transaction and parse JSON.
-///
-/// It is never stale, because this process is the only writer (redb locks the file) and every
-/// write goes through the writer thread, which keeps the cache in step:
-/// - before committing a batch, the writer removes the batch's keys and marks them pending;
-/// - after the commit it puts the written records in (removes deleted ones), un-marks them and
-///   bumps `seq`, and only then answers the writers' callers.
-///
-/// A `get` that finds its key answers from the cache. One that does not reads the database,
-/// then puts what it read in — only if `seq` has not moved since it looked and the key is not
-/// pending. So a record read before a commit can never be put in after that commit began: a
-/// commit in progress is pending, and a finished one has moved `seq`. (Any other order puts
-/// the record in before the writer's pre-commit removal, which then removes it.) Readers during
-/// a commit go to the database, which answers in order. The oldest entries are dropped when
-/// the cache holds more than [`CACHE_BYTES`] or [`CACHE_RECORDS`]; a dropped entry is simply
-/// read again.
-struct ReadCache {
-    state: Mutex<CacheState>,
-}
-
-#[derive(Default)]
-struct CacheState {
-    records: std::collections::HashMap<String, Cached>,
-    /// Keys in the order they were put, oldest first, each with the stamp of that put: the
-    /// eviction order. A key put again or removed since leaves a stale entry here, skipped
-    /// when reached and swept out when they outnumber the live ones.
-    order: std::collections::VecDeque<(String, u64)>,
-    /// The stamp of the last put.
-    stamp: u64,
-    bytes: usize,
-    /// Most bytes held ([`CACHE_BYTES`]; tests make it tiny).
-    cap: usize,
-    pending: std::collections::HashSet<String>,
-    seq: u64,
-}
-
-/// One cached record: the record, its encoded size, the stamp of its put.
-struct Cached {
-    record: TaskRecord,
-    size: usize,
-    stamp: u64,
-}
-
-impl CacheState {
-    fn put(&mut self, k: String, record: TaskRecord, size: usize) {
-        if size > self.cap / 16 {
-            self.remove(&k);
-            return;
-        }
-        self.stamp += 1;
-        let stamp = self.stamp;
-        self.bytes += size;
-        if let Some(old) = self.records.insert(
-            k.clone(),
-            Cached {
-                record,
-                size,
-                stamp,
-            },
-        ) {
-            self.bytes -= old.size;
-        }
-        self.order.push_back((k, stamp));
-        // First in, first out: O(1) per eviction (picking "any" key of the map instead made
-        // each pick scan the slots its predecessors had emptied).
-        while self.bytes > self.cap || self.records.len() > CACHE_RECORDS {
-            let Some((victim, put)) = self.order.pop_front() else {
-                break;
-            };
-            if self.records.get(&victim).is_some_and(|c| c.stamp == put) {
-                self.remove(&victim);
-            }
-        }
-        if self.order.len() > 2 * self.records.len() + 64 {
-            let records = &self.records;
-            self.order
-                .retain(|(k, put)| records.get(k).is_some_and(|c| c.stamp == *put));
-        }
-    }
-
-    fn remove(&mut self, k: &str) {
-        if let Some(c) = self.records.remove(k) {
-            self.bytes -= c.size;
-        }
-    }
-}
-
-impl ReadCache {
-    fn new(cap: usize) -> Self {
-        Self {
-            state: Mutex::new(CacheState {
-                cap,
-                ..CacheState::default()
-            }),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, CacheState> {
-        // Every change under the lock is a single map operation or a bookkeeping sum.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The writer, before a commit: the batch's keys leave the cache and are pending.
-    fn begin(&self, batch: &[Pending]) {
-        let mut st = self.lock();
-        for p in batch {
-            let k = p.op.key();
-            st.remove(&k);
-            st.pending.insert(k);
-        }
-    }
-
-    /// The writer, after the commit (or its failure: `outcomes` is `None`, nothing changed).
-    fn end(&self, batch: &[Pending], outcomes: Option<&[Result<u64, StoreError>]>) {
-        let mut st = self.lock();
-        for (i, p) in batch.iter().enumerate() {
-            let k = p.op.key();
-            st.pending.remove(&k);
-            if outcomes.is_some_and(|o| o[i].is_ok()) {
-                match &p.op {
-                    Op::Create(t, bytes, _) | Op::Update(t, bytes) => {
-                        st.put(k, t.clone(), bytes.len());
-                    }
-                    Op::Delete(_) => st.remove(&k),
-                }
-            }
-        }
-        st.seq += 1;
-    }
-}
 
 impl Drop for Inner {
     fn drop(&mut self) {
@@ -241,25 +108,31 @@ fn backend(e: impl Into<super::BoxError>) -> StoreError {
 }
 
 impl EmbeddedStore {
-    /// Opens (or creates) `path`.
-    pub fn open(path: &Path) -> Result<Self, StoreError> {
-        Self::open_with_cache(path, CACHE_BYTES)
+    /// Opens (or creates) `path`, refusing a damaged file (see [`OpenError`]).
+    pub fn open(path: &Path) -> Result<Self, OpenError> {
+        Self::open_with_cache(path, CACHE_BYTES, true)
     }
 
-    /// [`EmbeddedStore::open`] with a read cache of at most `cache_bytes` (tests).
-    fn open_with_cache(path: &Path, cache_bytes: usize) -> Result<Self, StoreError> {
-        let db = Database::builder()
-            .set_cache_size(REDB_CACHE_BYTES)
-            .create(path)
-            .map_err(backend)?;
-        let txn = db.begin_write().map_err(backend)?;
-        {
-            txn.open_table(TASKS).map_err(backend)?;
-            txn.open_table(ARGUMENTS).map_err(backend)?;
-            txn.open_table(ACTIVE).map_err(backend)?;
-            txn.open_table(EXPIRY).map_err(backend)?;
-        }
-        txn.commit().map_err(backend)?;
+    /// Opens `path`, which must hold a database: never creates one (an empty file is refused
+    /// as damaged, a missing one as [`OpenError::Failed`]).
+    pub fn open_existing(path: &Path) -> Result<Self, OpenError> {
+        Self::open_with_cache(path, CACHE_BYTES, false)
+    }
+
+    /// Opens `path` with a read cache of at most `cache_bytes` (tests make it small).
+    fn open_with_cache(path: &Path, cache_bytes: usize, create: bool) -> Result<Self, OpenError> {
+        let db = open::database(path, create)?;
+        let tables = || {
+            let txn = db.begin_write().map_err(backend)?;
+            {
+                txn.open_table(TASKS).map_err(backend)?;
+                txn.open_table(ARGUMENTS).map_err(backend)?;
+                txn.open_table(ACTIVE).map_err(backend)?;
+                txn.open_table(EXPIRY).map_err(backend)?;
+            }
+            txn.commit().map_err(backend)
+        };
+        tables().map_err(|e| OpenError::failed(path, e))?;
         let db = Arc::new(db);
         let (tx, rx) = mpsc::unbounded_channel();
         let writer_db = db.clone();
@@ -268,7 +141,7 @@ impl EmbeddedStore {
         let writer = std::thread::Builder::new()
             .name("redb-writer".into())
             .spawn(move || run_writer(&writer_db, &writer_cache, rx))
-            .map_err(backend)?;
+            .map_err(|e| OpenError::failed(path, backend(e)))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 db,

@@ -26,7 +26,7 @@ async fn the_contract_holds_whatever_the_cache_size() {
         super::super::contract::run_all(|| {
             let i = n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let path = dir_path.join(format!("t{i}.redb"));
-            async move { EmbeddedStore::open_with_cache(&path, cap).unwrap() }
+            async move { EmbeddedStore::open_with_cache(&path, cap, true).unwrap() }
         })
         .await;
     }
@@ -39,7 +39,7 @@ async fn the_contract_holds_whatever_the_cache_size() {
 async fn reads_racing_writes_never_go_back() {
     for cap in [CACHE_BYTES, 2 * 1024 * 16, 0] {
         let dir = tempfile::tempdir().unwrap();
-        let store = EmbeddedStore::open_with_cache(&dir.path().join("t.redb"), cap).unwrap();
+        let store = EmbeddedStore::open_with_cache(&dir.path().join("t.redb"), cap, true).unwrap();
         let tasks: Vec<TaskRecord> = (0..4)
             .map(|_| TaskRecord::new("t", new_task_id(), "x", None, 1000, json!({})))
             .collect();
@@ -257,15 +257,31 @@ fn a_database_failure_keeps_its_source() {
     };
     assert!(
         matches!(
-            e,
-            StoreError::Backend {
-                source: Some(_),
+            &e,
+            OpenError::Failed {
+                source: StoreError::Backend {
+                    source: Some(_),
+                    ..
+                },
                 ..
             }
         ),
         "{e:?}"
     );
+    assert!(e.to_string().contains(&dir.path().display().to_string()));
     assert!(std::error::Error::source(&e).is_some());
+}
+
+/// A second open of a file in use says so, naming the file (the lock, not damage).
+#[test]
+fn a_file_in_use_is_told_from_a_damaged_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.redb");
+    let _first = EmbeddedStore::open(&path).unwrap();
+    let Err(e) = EmbeddedStore::open(&path) else {
+        panic!("opened twice");
+    };
+    assert!(matches!(&e, OpenError::InUse(p) if *p == path), "{e:?}");
 }
 
 /// The read cache stays within its bounds however many records pass through it, evicts the
