@@ -85,7 +85,9 @@ fn text(t: &Value) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lambda_target_runs_with_progress_to_its_exact_result() {
-    let Some(r) = rig("declared_progress", Duration::from_secs(10)).await else {
+    // An invocation long enough for every step (a step that would outlive its invocation is
+    // handed to the next, which the other tests' 10 s workers show).
+    let Some(r) = rig("declared_progress", Duration::from_secs(30)).await else {
         return;
     };
     let c = r.env.client().with_tasks();
@@ -108,7 +110,9 @@ async fn a_lambda_target_runs_with_progress_to_its_exact_result() {
     let asked = logged(&r.log);
     assert_eq!(asked.len(), 4, "one invocation per step");
     assert_eq!(asked[0]["task"], json!({"id": id}));
-    r.env.assert_permitted();
+    // Checks every call against the template's grants, and prints what the task cost
+    // (bench/lifecycles.json takes its per-step figures from this line).
+    r.env.report("report, 4 steps on a lambda target");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

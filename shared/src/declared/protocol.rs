@@ -13,6 +13,9 @@ pub const PROTOCOL: &str = "mcp-tasks-step/1";
 /// The longest `sleep` a target may ask for (a day; a job that waits longer sleeps again).
 pub const MAX_SLEEP: Duration = Duration::from_secs(86_400);
 
+/// The longest `remainingSeconds` a target may announce (a year).
+const MAX_REMAINING_SECONDS: f64 = 31_536_000.0;
+
 /// Most input requests one answer may make.
 pub const MAX_INPUT_REQUESTS: usize = 16;
 
@@ -57,6 +60,8 @@ pub struct StepProgress {
     pub total: Option<f64>,
     /// What to show (the task's status message).
     pub message: Option<String>,
+    /// How long the job expects still to need: clients are asked to poll less often.
+    pub remaining: Option<Duration>,
 }
 
 /// What a target answered, once checked.
@@ -191,7 +196,7 @@ fn done(body: Value) -> Result<Value, BadAnswer> {
 
 fn progress(p: Value) -> Result<StepProgress, BadAnswer> {
     let o = object(p, "progress is not an object")?;
-    only(&o, &["progress", "total", "message"])?;
+    only(&o, &["progress", "total", "message", "remainingSeconds"])?;
     let number = |k: &str| -> Result<Option<f64>, BadAnswer> {
         match o.get(k) {
             None | Some(Value::Null) => Ok(None),
@@ -208,10 +213,16 @@ fn progress(p: Value) -> Result<StepProgress, BadAnswer> {
         Some(Value::String(m)) => Some(crate::protocol::truncate(m, 1000)),
         Some(_) => return Err(BadAnswer("a progress message is not a string")),
     };
+    let remaining = match number("remainingSeconds")? {
+        None => None,
+        Some(s) if (0.0..=MAX_REMAINING_SECONDS).contains(&s) => Some(Duration::from_secs_f64(s)),
+        Some(_) => return Err(BadAnswer("remainingSeconds not a number in [0, 31536000]")),
+    };
     Ok(StepProgress {
         progress,
         total: number("total")?,
         message,
+        remaining,
     })
 }
 
@@ -255,13 +266,14 @@ mod tests {
         );
         assert_eq!(
             parse(json!({"continue": {"checkpoint": {"i": 1},
-                "progress": {"progress": 1, "total": 3, "message": "1/3"}}})),
+                "progress": {"progress": 1, "total": 3, "message": "1/3", "remainingSeconds": 90}}})),
             Ok(Answer::Continue(
                 json!({"i": 1}),
                 Some(StepProgress {
                     progress: 1.0,
                     total: Some(3.0),
-                    message: Some("1/3".into())
+                    message: Some("1/3".into()),
+                    remaining: Some(Duration::from_secs(90)),
                 })
             ))
         );
@@ -309,6 +321,8 @@ mod tests {
             json!({"continue": {"checkpoint": 1, "progress": {"total": 2}}}),
             json!({"continue": {"checkpoint": 1, "progress": {"progress": "1"}}}),
             json!({"continue": {"checkpoint": 1, "progress": {"progress": 1, "message": 5}}}),
+            json!({"continue": {"checkpoint": 1, "progress": {"progress": 1, "remainingSeconds": -1}}}),
+            json!({"continue": {"checkpoint": 1, "progress": {"progress": 1, "remainingSeconds": "9"}}}),
             json!({"sleep": {"seconds": 0, "checkpoint": 1}}),
             json!({"sleep": {"seconds": 86401, "checkpoint": 1}}),
             json!({"sleep": {"seconds": "5", "checkpoint": 1}}),

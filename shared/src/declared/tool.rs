@@ -218,6 +218,9 @@ impl DeclaredTool {
                         None => format!("{}", p.progress),
                     });
                     ctx.progress(p.progress, p.total, message);
+                    if let Some(left) = p.remaining {
+                        ctx.expect_remaining(left);
+                    }
                 }
                 Ok(Step::Continue(State::of(cp)))
             }

@@ -329,3 +329,21 @@ fn backoff_doubles_with_jitter_up_to_the_cap() {
         );
     }
 }
+
+/// A target's `remainingSeconds` is the job's estimate: clients are asked to poll less often.
+#[tokio::test]
+async fn a_remaining_time_reaches_the_poll_interval() {
+    let target = Scripted::with(vec![Ok(json!({"continue": {"checkpoint": 1,
+        "progress": {"progress": 1, "remainingSeconds": 600}}}))]);
+    let tool = DeclaredTool::new(&entry(|_| {}), target);
+    let ctx = JobContext::new(
+        json!({}),
+        Value::Null,
+        serde_json::Map::new(),
+        json!({}),
+        crate::jobs::ProgressSink::latest_only(),
+    );
+    assert_eq!(ctx.remaining(), None);
+    tool.step(&ctx).await.unwrap();
+    assert_eq!(ctx.remaining(), Some(Duration::from_secs(600)));
+}
