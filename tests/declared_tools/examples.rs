@@ -31,6 +31,8 @@ pub struct Rig {
     pub manifest: PathBuf,
     pub log: PathBuf,
     env: Vec<(String, String)>,
+    /// Where a request goes when sent straight to the target (HTTP and Lambda).
+    target: Option<String>,
     _helpers: Vec<Helper>,
 }
 
@@ -44,6 +46,7 @@ impl Rig {
         let examples = repo().join("examples");
         let mut helpers = Vec::new();
         let mut env = Vec::new();
+        let mut target = None;
         let entry = match kind {
             Kind::Command => {
                 // The example script, behind a wrapper that logs each request and its process
@@ -68,12 +71,14 @@ target = {{ command = ["sh", "-c", 'req=$(cat); printf "%s\n" "$req" >> "$STEP_L
                      target = {{ http = \"{}/\" }}",
                     h.url
                 );
+                target = Some(format!("{}/", h.url));
                 helpers.push(h);
                 e
             }
             Kind::Lambda => {
                 let h = lambda_api(&log);
                 env.extend(lambda_env(&h.url));
+                target = Some(format!("{}/2015-03-31/functions/report/invocations", h.url));
                 helpers.push(h);
                 format!(
                     "name = \"report\"\ndescription = \"Builds a report.\"\ninput_schema = {SCHEMA_REPORT}\n\
@@ -91,8 +96,14 @@ target = {{ command = ["sh", "-c", 'req=$(cat); printf "%s\n" "$req" >> "$STEP_L
             manifest,
             log,
             env,
+            target,
             _helpers: helpers,
         }
+    }
+
+    /// Where a request goes when sent straight to the target, if it has an address.
+    pub fn target_url(&self) -> Option<String> {
+        self.target.clone()
     }
 
     /// Starts (or restarts) the server over the rig's data directory.

@@ -14,6 +14,7 @@
 mod bad;
 mod examples;
 mod manifests;
+mod overhead;
 #[path = "../support/mod.rs"]
 mod support;
 
