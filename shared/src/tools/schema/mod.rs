@@ -11,10 +11,11 @@
 //! - **other dialects**: a `$schema` other than 2020-12's is refused at compile time (the
 //!   meaning of `items`, `$ref` and `dependencies` differs between drafts);
 //! - **`format` and `content*`**: annotations only, as 2020-12 has them by default;
-//! - **`pattern` syntax**: regular expressions are [`regex_lite`]'s: the ECMA-262 syntax
-//!   schemas use (classes, groups, repetition, anchors; `\d`, `\w`, `\s` are ASCII, as in
-//!   ECMA-262), without look-around, back-references or `\p{…}` classes. A pattern outside that
-//!   is an error at compile time. Matching takes time linear in the argument's length.
+//! - **`pattern` syntax beyond ECMA-262's linear-time core**: patterns are ECMA-262 (Unicode
+//!   mode), as JSON Schema says, translated for regex-lite with ECMA's meaning (`\s` and `.`
+//!   Unicode-aware, `\d`, `\w`, `\b` ASCII); look-around, back-references, `\p{…}` and any
+//!   syntax ECMA-262 does not have (`[[:alpha:]]`, `(?i)`, `\A`) are refused at compile time.
+//!   Matching takes time linear in the string's length (`docs/tool-arguments.md`).
 //!
 //! Messages name the place in the arguments (a JSON pointer) and the rule broken; they never
 //! quote the argument values (the caller's, maybe large), only property names and the schema's
@@ -23,8 +24,8 @@
 //!
 //! Files by subject: `compile` (a schema's form; its index of resources, anchors and
 //! keywords), `keywords` (arrays, objects, sizes, `type`), `numbers` (bounds, `multipleOf`,
-//! equality), `patterns` (`pattern`, `patternProperties`), `references` (`$ref`, `$dynamicRef`,
-//! URIs); evaluation itself is here.
+//! equality), `patterns` (`pattern`, `patternProperties`) with `classes` (character classes),
+//! `references` (`$ref`, `$dynamicRef`, URIs); evaluation itself is here.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasherDefault;
@@ -133,6 +134,7 @@ macro_rules! check {
     }};
 }
 
+mod classes;
 mod compile;
 mod keywords;
 mod numbers;

@@ -3,6 +3,8 @@ use serde_json::json;
 use super::references::resolve;
 use super::*;
 
+mod patterns;
+
 fn errors(schema: Value, instance: Value) -> Vec<String> {
     let v = Validator::new(&schema).expect("compiles");
     let errors = v.errors(&instance, 10);
