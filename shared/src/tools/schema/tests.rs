@@ -3,6 +3,7 @@ use serde_json::json;
 use super::references::resolve;
 use super::*;
 
+mod numbers;
 mod patterns;
 
 fn errors(schema: Value, instance: Value) -> Vec<String> {
