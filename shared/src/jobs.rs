@@ -23,6 +23,8 @@ use serde_json::{Map, Value, json};
 
 use crate::protocol::ErrorObject;
 
+pub(crate) mod args;
+
 /// What one step decided.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
@@ -287,10 +289,12 @@ impl JobContext {
         &self.arguments
     }
 
-    /// The arguments, deserialized; a mismatch is [`JobError::InvalidParams`].
+    /// The arguments, deserialized; a mismatch is [`JobError::InvalidParams`] saying where and
+    /// what, as the argument checker does (`arguments/rounds: is a string, expected a
+    /// non-negative integer`), never quoting a value. An integral number written with a
+    /// fraction (`1000.0`) fills an integer field: JSON Schema counts it an integer.
     pub fn args<T: DeserializeOwned>(&self) -> Result<T, JobError> {
-        serde_json::from_value(self.arguments.clone())
-            .map_err(|e| JobError::InvalidParams(e.to_string()))
+        args::from_value(&self.arguments).map_err(|e| JobError::InvalidParams(e.to_string()))
     }
 
     /// The checkpoint, or `T::default()` on the first step.
@@ -384,7 +388,119 @@ pub fn accepted(answer: &Value) -> Result<Option<&Map<String, Value>>, JobError>
 
 #[cfg(test)]
 mod tests {
+    use serde::Deserialize;
+
     use super::*;
+
+    #[derive(Deserialize, Debug, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Args {
+        rounds: u64,
+        delta: i32,
+        ratio: f64,
+        #[serde(default)]
+        tags: Vec<u8>,
+        #[serde(default)]
+        mode: Option<Mode>,
+        #[serde(default)]
+        inner: Option<Inner>,
+    }
+
+    #[derive(Deserialize, Debug, PartialEq)]
+    #[serde(rename_all = "lowercase")]
+    enum Mode {
+        Fast,
+        Slow,
+    }
+
+    #[derive(Deserialize, Debug, PartialEq)]
+    struct Inner {
+        k: u16,
+    }
+
+    fn args(arguments: Value) -> Result<Args, JobError> {
+        let sink = ProgressSink::latest_only();
+        JobContext::new(arguments, Value::Null, Map::new(), Value::Null, sink).args()
+    }
+
+    #[test]
+    fn integral_numbers_written_with_a_fraction_fill_integer_fields() {
+        let got = args(
+            json!({"rounds": 1000.0, "delta": -3.0, "ratio": 2, "tags": [1.0, 2],
+                             "mode": "slow", "inner": {"k": 7.0}}),
+        );
+        let want = Args {
+            rounds: 1000,
+            delta: -3,
+            ratio: 2.0,
+            tags: vec![1, 2],
+            mode: Some(Mode::Slow),
+            inner: Some(Inner { k: 7 }),
+        };
+        assert_eq!(got, Ok(want));
+        let big = args(json!({"rounds": 1.8e19, "delta": 0, "ratio": 0.5}));
+        assert_eq!(big.map(|a| a.rounds), Ok(18_000_000_000_000_000_000));
+    }
+
+    #[test]
+    fn a_mismatch_says_where_and_what_never_the_value() {
+        let base = json!({"rounds": 1, "delta": 0, "ratio": 1});
+        let with = |k: &str, v: Value| {
+            let mut a = base.clone();
+            a[k] = v;
+            a
+        };
+        for (arguments, want) in [
+            (
+                with("rounds", json!(1000.5)),
+                "arguments/rounds: is a number, expected a non-negative integer",
+            ),
+            (
+                with("rounds", json!("12345-secret")),
+                "arguments/rounds: is a string, expected a non-negative integer",
+            ),
+            (
+                with("rounds", json!(-7.0)),
+                "arguments/rounds: is an integer out of what this tool takes here, expected a \
+                 non-negative integer",
+            ),
+            (
+                with("tags", json!([1, 300])),
+                "arguments/tags/1: is an integer out of what this tool takes here, expected a \
+                 non-negative integer",
+            ),
+            (
+                with("mode", json!("secret-mode")),
+                "arguments/mode: is not one of \"fast\", \"slow\"",
+            ),
+            (
+                with("inner", json!({"k": [true]})),
+                "arguments/inner/k: is an array, expected a non-negative integer",
+            ),
+            (
+                with("inner", json!({})),
+                "arguments/inner: lacks the required property \"k\"",
+            ),
+            (
+                with("extra", json!("secret")),
+                "arguments: has the property \"extra\", which is not allowed",
+            ),
+            (
+                json!({"delta": 0, "ratio": 1}),
+                "arguments: lacks the required property \"rounds\"",
+            ),
+            (
+                json!("secret"),
+                "arguments: is a string, expected an object",
+            ),
+        ] {
+            assert_eq!(
+                args(arguments.clone()),
+                Err(JobError::InvalidParams(want.into())),
+                "{arguments}"
+            );
+        }
+    }
 
     #[test]
     fn the_poll_interval_follows_the_time_left_within_bounds() {

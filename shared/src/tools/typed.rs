@@ -29,7 +29,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema};
-use serde::Deserialize as _;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -126,20 +125,32 @@ impl<T: TypedTool> Tool for Typed<T> {
     }
 
     async fn preflight(&self, ctx: &JobContext) -> Result<Preflight, JobError> {
-        let args: T::Args = ctx.args()?;
+        let args = args::<T>(ctx)?;
         self.tool.preflight(&args, ctx).await
     }
 
     async fn step(&self, ctx: &JobContext) -> Result<Step, JobError> {
-        let args: T::Args = ctx.args()?;
+        let args = args::<T>(ctx)?;
         self.tool.step(&args, ctx).await
     }
 
     fn claim(&self, arguments: &Value) -> Claim {
         // Called after the edge validated the arguments; anything else claims nothing (and is
         // refused anyway).
-        T::Args::deserialize(arguments).map_or_else(|_| Claim::default(), |a| self.tool.claim(&a))
+        crate::jobs::args::from_value::<T::Args>(arguments)
+            .map_or_else(|_| Claim::default(), |a| self.tool.claim(&a))
     }
+}
+
+/// A typed tool's arguments, or the refusal the argument checker would word:
+/// `Invalid arguments for tool hash_chain: arguments/rounds: …`.
+fn args<T: TypedTool>(ctx: &JobContext) -> Result<T::Args, JobError> {
+    ctx.args().map_err(|e| match e {
+        JobError::InvalidParams(m) => {
+            JobError::InvalidParams(format!("Invalid arguments for tool {}: {m}", T::NAME))
+        }
+        other => other,
+    })
 }
 
 #[cfg(test)]
@@ -239,6 +250,45 @@ mod tests {
             e.contains("arguments/n") && e.contains("arguments/region"),
             "{e}"
         );
+    }
+
+    #[tokio::test]
+    async fn an_integral_number_with_a_fraction_passes_both_checks() {
+        // The checker counts 3.0 an integer (JSON Schema does); the step reads it into a u32.
+        let registry = super::super::Registry::new(vec![typed(Echo)]).checking_arguments();
+        let arguments = json!({"text": "hi", "n": 3.0, "region": "eu", "mode": "fast"});
+        assert_eq!(registry.validate("echo", &arguments), Ok(()));
+        let tool = registry.get("echo").expect("registered");
+        assert!(matches!(
+            tool.step(&context(arguments)).await,
+            Ok(Step::Done(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn arguments_a_step_cannot_read_are_refused_by_name_and_place() {
+        // What the worker would run had the stored arguments escaped the edge's check.
+        let tool = typed(Echo);
+        let arguments = json!({"text": "hi", "n": "3-secret", "region": "eu", "mode": "fast"});
+        let Err(JobError::InvalidParams(e)) = tool.step(&context(arguments)).await else {
+            panic!("the step read arguments it cannot")
+        };
+        assert_eq!(
+            e,
+            "Invalid arguments for tool echo: arguments/n: is a string, expected a non-negative \
+             integer"
+        );
+    }
+
+    fn context(arguments: Value) -> JobContext {
+        let sink = crate::jobs::ProgressSink::latest_only();
+        JobContext::new(
+            arguments,
+            Value::Null,
+            Default::default(),
+            Value::Null,
+            sink,
+        )
     }
 
     #[test]

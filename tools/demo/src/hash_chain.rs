@@ -183,6 +183,16 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn rounds_written_with_a_fraction_are_the_integer() {
+        let job = ToolKit::new(HashChain)
+            .run(json!({"seed": "abc", "rounds": 1000.0}))
+            .await
+            .unwrap();
+        let digest = hex(&hash_rounds(b"abc", 1000));
+        assert_eq!(job.text(), format!("sha256^1000(\"abc\") = {digest}"));
+    }
+
+    #[tokio::test]
     async fn a_crash_resumes_from_the_last_checkpoint_with_the_same_digest() {
         let rounds = 3 * ROUNDS_PER_STEP;
         let mut job = ToolKit::new(HashChain)
