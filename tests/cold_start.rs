@@ -32,6 +32,9 @@
 //!
 //! `COLD_START_BASELINE=/path/to/mcp` adds a row `mcp-baseline`: another build of the mcp
 //! function (copy `target/release/mcp` aside before a change), for a before/after in one run.
+//! `COLD_START_WORKER=1` adds the worker's init (`worker`, and `worker+lambda-targets` with a
+//! manifest of declared tools on Lambda targets), and `COLD_START_WORKER_BASELINE=/path/to/worker`
+//! another build of it.
 
 #[path = "../shared/tests/common/mod.rs"]
 mod common;
@@ -126,6 +129,34 @@ const JWT_ENV: &[(&str, &str)] = &[
     ("AUTH_JWKS_URL", "https://127.0.0.1:1/jwks.json"),
 ];
 
+/// What the worker rows add to [`ENV`].
+const WORKER_ENV: &[(&str, &str)] = &[("MAX_RECEIVES", "5")];
+
+/// [`WORKER_ENV`] with two `lambda` targets granted (the manifest, `TOOLS_MANIFEST`, is written
+/// by the test).
+const WORKER_LAMBDA_ENV: &[(&str, &str)] = &[
+    ("MAX_RECEIVES", "5"),
+    (
+        "TOOL_TARGET_FUNCTIONS",
+        "arn:aws:lambda:us-east-1:123456789012:function:report,arn:aws:lambda:us-east-1:123456789012:function:approve",
+    ),
+];
+
+/// The manifest of the `worker+lambda-targets` row.
+const LAMBDA_TOOLS: &str = r#"
+[[tool]]
+name = "report"
+description = "Builds a report."
+input_schema = { type = "object" }
+target = { lambda = "report" }
+
+[[tool]]
+name = "approve"
+description = "Asks, then deploys."
+input_schema = { type = "object" }
+target = { lambda = "approve" }
+"#;
+
 /// One binary under test.
 struct Target {
     /// The row's name (also the function's name).
@@ -133,8 +164,9 @@ struct Target {
     exe: PathBuf,
     /// Set after [`ENV`].
     env: &'static [(&'static str, &'static str)],
-    /// The status `server/discover` answers with (200, or 401 without a token).
-    status: u16,
+    /// The status `server/discover` answers with (200, or 401 without a token); `None`: a
+    /// function that takes no HTTP event (the worker), measured to its init only.
+    status: Option<u16>,
 }
 
 /// One invocation with `event`: its time, after checking that it is the expected answer (with
@@ -166,9 +198,12 @@ async fn cold_start(target: &Target, event: &[u8], into: &mut Samples) {
     let solo = Solo::spawn(target.name, &target.exe, &env).await;
     let init = solo.init(TIMEOUT).await.unwrap_or_else(|e| panic!("{e}"));
     into.init.push(init);
-    into.first.push(invoke(&solo, event, target.status).await);
+    let Some(status) = target.status else {
+        return;
+    };
+    into.first.push(invoke(&solo, event, status).await);
     for _ in 0..WARM {
-        into.warm.push(invoke(&solo, event, target.status).await);
+        into.warm.push(invoke(&solo, event, status).await);
     }
 }
 
@@ -208,13 +243,13 @@ async fn cold_start_mcp_next_to_minimal() {
             name: "minimal",
             exe: exe("minimal"),
             env: &[],
-            status: 200,
+            status: Some(200),
         },
         Target {
             name: "mcp",
             exe: exe("mcp"),
             env: &[],
-            status: 200,
+            status: Some(200),
         },
     ];
     if std::env::var("COLD_START_JWT").is_ok_and(|v| v == "1") {
@@ -222,7 +257,7 @@ async fn cold_start_mcp_next_to_minimal() {
             name: "mcp+jwt",
             exe: exe("mcp"),
             env: JWT_ENV,
-            status: 401,
+            status: Some(401),
         });
     }
     // `COLD_START_BASELINE=/path/to/mcp`: another build of the mcp function (an older
@@ -238,8 +273,44 @@ async fn cold_start_mcp_next_to_minimal() {
             name: "mcp-baseline",
             exe,
             env: &[],
-            status: 200,
+            status: Some(200),
         });
+    }
+    // `COLD_START_WORKER=1`: the worker's init too (spawn → first `/invocation/next`), alone
+    // and with a manifest of `lambda` targets (its Lambda client is then set up at init); and
+    // `COLD_START_WORKER_BASELINE=/path/to/worker`, another build of it, for a before/after.
+    let manifest = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cold-start-tools.toml");
+    if std::env::var("COLD_START_WORKER").is_ok_and(|v| v == "1") {
+        std::fs::write(&manifest, LAMBDA_TOOLS).unwrap();
+        // Lives as long as the test: the rows' environments are `'static`.
+        let with_manifest: &'static [(&'static str, &'static str)] = Box::leak(
+            [
+                WORKER_LAMBDA_ENV,
+                &[("TOOLS_MANIFEST", &*manifest.display().to_string().leak())],
+            ]
+            .concat()
+            .into_boxed_slice(),
+        );
+        targets.push(Target {
+            name: "worker",
+            exe: exe("worker"),
+            env: WORKER_ENV,
+            status: None,
+        });
+        targets.push(Target {
+            name: "worker+lambda-targets",
+            exe: exe("worker"),
+            env: with_manifest,
+            status: None,
+        });
+        if let Some(exe) = std::env::var_os("COLD_START_WORKER_BASELINE").map(PathBuf::from) {
+            targets.push(Target {
+                name: "worker-baseline",
+                exe,
+                env: WORKER_ENV,
+                status: None,
+            });
+        }
     }
     let mut samples: Vec<Samples> = targets.iter().map(|_| Samples::default()).collect();
     for _ in 0..n {
@@ -258,6 +329,17 @@ async fn cold_start_mcp_next_to_minimal() {
             ),
         };
         let (min, max) = (s.init.iter().min().unwrap(), s.init.iter().max().unwrap());
+        if target.status.is_none() {
+            println!(
+                "COLD START {}: init median {}{} [min {}, max {}] | {n} cold starts",
+                target.name,
+                ms(median(&s.init)),
+                vs(|s| &s.init),
+                ms(*min),
+                ms(*max),
+            );
+            continue;
+        }
         println!(
             "COLD START {}: init median {}{} [min {}, max {}] | first answer median {}{} | \
              warm median {}{} | cold total (init + first answer) {} | {n} cold starts, {} warm",
