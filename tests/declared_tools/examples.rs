@@ -345,3 +345,22 @@ async fn the_node_example_asks_and_deploys() {
         "{done}"
     );
 }
+
+/// A client without the tasks extension gets the answer inline, as from a Rust tool: the steps
+/// run in the request, and questions come as SEP-2322 rounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_without_tasks_gets_the_answer_inline() {
+    let rig = Rig::new(Kind::Http);
+    let s = rig.start(&[]);
+    let c = s.client();
+    let result = c.tool("report", rig.arguments(3, false, 0)).await;
+    assert_eq!(result["resultType"], "complete", "{result}");
+    assert_eq!(result["content"][0]["text"], rig.result(3));
+    let asked = c
+        .with_caps(json!({"elicitation": {}}))
+        .tool("report", rig.arguments(1, true, 0))
+        .await;
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    assert_eq!(asked["inputRequests"]["go"]["method"], "elicitation/create");
+    assert!(asked["requestState"].is_string());
+}
