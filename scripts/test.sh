@@ -55,6 +55,9 @@ export NODE="$PWD/.tools/bin/node22"
 stage "tests (cargo test --workspace --all-features)"
 cargo test --workspace --all-features
 
+stage "docs (scripts/lib/docs_check.py: links resolve, commands name flags, targets and files that exist)"
+python3 scripts/lib/docs_check.py --binary target/debug/mcp-tasks
+
 stage "conformance (tests/conformance/run.sh)"
 bash tests/conformance/run.sh
 
