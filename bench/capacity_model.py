@@ -3,7 +3,7 @@
 
     python3 bench/capacity_model.py                       # the template's defaults
     python3 bench/capacity_model.py WorkerMaxConcurrency=200 ApiThrottleRateLimit=500
-    python3 bench/capacity_model.py --markdown            # the README's table
+    python3 bench/capacity_model.py --markdown            # docs/costs.md's table
 
 The parameters are read from template.yaml (their Default), overridable as NAME=VALUE; the
 per-request costs are the ones measured on the emulator for the cost model (bench/lifecycles.json:

@@ -3,7 +3,7 @@
 
     python3 bench/cost_model.py                 # the table (bench/lifecycles.json, list prices)
     python3 bench/cost_model.py --prices p.json # other prices (same keys as PRICES below)
-    python3 bench/cost_model.py --markdown      # the README's table
+    python3 bench/cost_model.py --markdown      # docs/costs.md's table
 
 Each lifecycle in bench/lifecycles.json gives, per task, what the deployed stack does: API
 Gateway requests, Lambda invocations and billed milliseconds per function, DynamoDB read and

@@ -6,7 +6,7 @@
 # from PyPI into .tools/ and needs Rust's aarch64-unknown-linux-gnu target (rustup adds it
 # from static.rust-lang.org). Prints the size of each built bootstrap.
 #
-#   scripts/sam-build.sh            # then: sam deploy --guided (see README "Deploy to AWS")
+#   scripts/sam-build.sh            # then: sam deploy --guided (see docs/aws.md)
 #
 # Output goes to .aws-sam/ (gitignored), where `sam deploy` looks for it.
 set -euo pipefail

@@ -24,7 +24,7 @@ bash scripts/lib/prereqs.sh
 # read planted above the root.
 python3 scripts/lib/self_contained.py
 python3 scripts/lib/self_contained.py --self-test
-# The cost model (README, "What it costs") must keep running on its committed figures.
+# The cost model (docs/costs.md) must keep running on its committed figures.
 python3 bench/cost_model.py > /dev/null
 python3 bench/capacity_model.py > /dev/null
 

@@ -1,7 +1,7 @@
 //! The HTTP edge under abuse, black-box: clients that send no token but a big body, that
 //! dawdle over their headers or body, that hold connections open, that forge an `Origin`, and
 //! an issuer that is slow or down. Each test names the bound it checks; the figures it prints
-//! (`cargo test --test edge -- --nocapture`) are the ones quoted in the README.
+//! (`cargo test --test edge -- --nocapture`) are the ones quoted in docs/edge.md.
 
 mod support;
 

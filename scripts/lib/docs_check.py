@@ -7,7 +7,8 @@
    be checked without running it: each `--flag` of an `mcp-tasks SUBCOMMAND` (or `cargo run … -p
    mcp-tasks -- SUBCOMMAND`) line is one that subcommand's `--help` lists; each `make TARGET` is a
    target of the Makefile; each script (`bash scripts/…`, `python3 bench/…`, `examples/…`) exists;
-   each `cargo test … --test NAME` names a test target of the workspace.
+   each `cargo test … --test NAME` names a test target of the workspace;
+3. every flag `mcp-tasks serve --help` lists is in docs/running-locally.md's table.
 
     docs_check.py [--binary target/debug/mcp-tasks]    # exit 1 with one line per problem
 
@@ -151,6 +152,12 @@ def check(binary: str | None) -> list[str]:
                     if re.match(r"^(\./)?(scripts|bench|examples|tests)/[\w./-]+\.(sh|py|toml|mjs)$", w):
                         if not (ROOT / w.removeprefix("./")).exists():
                             problems.append(f"{rel}: `{cmd}`: {w} does not exist")
+    if binary:
+        # Every flag of `serve` is in the reference table a reader looks it up in.
+        table = (ROOT / "docs/running-locally.md").read_text()
+        for flag in sorted(help_flags(binary, ["serve"]) - {"--help", "--version"}):
+            if f"`{flag}" not in table:
+                problems.append(f"docs/running-locally.md: serve's {flag} is not in the table")
     return problems
 
 

@@ -2,7 +2,7 @@
 //! bytes, random JSON, requests with mutated envelopes and headers — the service answers
 //! without panicking, with a status from the transport's set and a well-formed JSON-RPC body,
 //! and never an internal error. `PROPTEST_CASES` sets how many cases run (CI: the default of
-//! this file; longer runs: see the README).
+//! this file; longer runs: see docs/reliability.md).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

@@ -90,7 +90,7 @@ struct ServeArgs {
 
 /// Per-tenant quotas (with `--auth jwt` a tenant is a token's tenant claim; without auth
 /// everything is one local tenant). Over a quota, `tools/call` answers a tool error naming the
-/// limit and when to retry (README: "Quotas").
+/// limit and when to retry (docs/quotas.md).
 #[derive(clap::Args)]
 struct QuotaArgs {
     /// Most unfinished tasks one tenant may have.
