@@ -210,3 +210,89 @@ fn detailed_task_carries_what_its_status_requires() {
     assert!(c.contains_key("ttlMs"));
     assert!(!c.contains_key("result"));
 }
+
+/// `tasks/get` answers for records of every shape, fixed in time and id.
+fn pinned_cases() -> Vec<(Value, TaskRecord)> {
+    let pin = |mut t: TaskRecord| {
+        t.task_id = "tsk_01KB0000000000000000000000deadbeefcafe0000".into();
+        t.created_at_ms = 1_785_240_000_123;
+        t.last_updated_at_ms = 1_785_240_061_456;
+        t
+    };
+    let mut out = Vec::new();
+    let mut t = record();
+    out.push(pin(t.clone()));
+    t.status_message = Some("Waited 1 of 3 s \"quoted\" ✓ \u{7f}\u{1}".into());
+    t.poll_interval_ms = 30_000;
+    out.push(pin(t.clone()));
+    let mut asking = record();
+    asking
+        .require_input(BTreeMap::from([
+            ("b".to_owned(), json!({"method": "roots/list"})),
+            (
+                "a".to_owned(),
+                json!({"method": "elicitation/create", "params": {"z": 1, "a": [2]}}),
+            ),
+        ]))
+        .unwrap();
+    out.push(pin(asking));
+    for result in [
+        Some(json!({"content": [{"type": "text", "text": "hi"}], "isError": false})),
+        Some(json!({"content": [], "resultType": "other", "structuredContent": {"z": 1}})),
+        Some(json!({"zzz": 1, "aaa": 2})),
+        Some(json!("not an object")),
+        None,
+    ] {
+        let mut done = record();
+        done.complete(json!({})).unwrap();
+        done.result = result;
+        out.push(pin(done));
+    }
+    for error in [
+        Some(ErrorObject {
+            code: -32603,
+            message: "boom".into(),
+            data: Some(json!({"why": [1, 2]})),
+        }),
+        None,
+    ] {
+        let mut failed = record();
+        failed.fail(ErrorObject::internal("x")).unwrap();
+        failed.error = error;
+        out.push(pin(failed));
+    }
+    let mut cancelled = record();
+    cancelled.cancel().unwrap();
+    cancelled.ttl_ms = None;
+    out.push(pin(cancelled));
+    let ids = [json!(7), json!("req-\u{1}"), json!(null)];
+    out.into_iter()
+        .enumerate()
+        .map(|(i, t)| (ids[i % ids.len()].clone(), t))
+        .collect()
+}
+
+/// The bytes of `tasks/get` answers, pinned in `get_answers.golden` (written by the code before
+/// the wire shape was derived once, and by every version since): a change to the shape that a
+/// client could see fails here. `GOLDEN_WRITE=1` rewrites the file (then review its diff).
+#[test]
+fn tasks_get_answers_are_the_pinned_bytes() {
+    let meta = json!({"io.modelcontextprotocol/serverInfo": {"name": "mcp-tasks", "version": "0"}});
+    let got: String = pinned_cases()
+        .iter()
+        .map(|(id, t)| {
+            let answer = GetAnswer {
+                id,
+                task: t,
+                meta: &meta,
+            };
+            serde_json::to_string(&answer).unwrap() + "\n"
+        })
+        .collect();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/task/get_answers.golden");
+    if std::env::var("GOLDEN_WRITE").is_ok_and(|v| v == "1") {
+        std::fs::write(path, &got).unwrap();
+    }
+    let want = std::fs::read_to_string(path).expect("src/task/get_answers.golden");
+    assert_eq!(got, want);
+}
