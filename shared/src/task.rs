@@ -9,9 +9,9 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use crate::clock::{iso8601, now_ms};
+use crate::clock::now_ms;
 use crate::protocol::ErrorObject;
 use crate::store::TaskRef;
 
@@ -407,178 +407,18 @@ impl TaskRecord {
     }
 
     /// The `Task` fields shared by `CreateTaskResult`, `tasks/get` and notifications.
-    fn task_fields(&self) -> Map<String, Value> {
-        let mut m = Map::new();
-        m.insert("taskId".into(), json!(self.task_id));
-        m.insert("status".into(), json!(self.status.as_str()));
-        if let Some(msg) = &self.status_message {
-            m.insert("statusMessage".into(), json!(msg));
-        }
-        m.insert("createdAt".into(), json!(iso8601(self.created_at_ms)));
-        m.insert(
-            "lastUpdatedAt".into(),
-            json!(iso8601(self.last_updated_at_ms)),
-        );
-        m.insert("ttlMs".into(), json!(self.ttl_ms));
-        m.insert("pollIntervalMs".into(), json!(self.poll_interval_ms));
-        m
-    }
-
     /// The flat `CreateTaskResult` body (without `_meta`).
     pub fn to_create_result(&self) -> Map<String, Value> {
-        let mut m = self.task_fields();
-        m.insert("resultType".into(), json!("task"));
-        m
+        wire::to_map(&self.wire("task", false, None))
     }
 
     /// The `tasks/get` result body: a `DetailedTask` with `resultType: "complete"`.
     pub fn to_detailed(&self) -> Map<String, Value> {
-        let mut m = self.task_fields();
-        m.insert("resultType".into(), json!("complete"));
-        match self.status {
-            TaskStatus::InputRequired => {
-                m.insert("inputRequests".into(), json!(self.input_requests));
-            }
-            TaskStatus::Completed => {
-                let mut result = self
-                    .result
-                    .clone()
-                    .unwrap_or_else(|| json!({"content": []}));
-                // The inlined CallToolResult is a result too (digest §12.12).
-                if let Some(r) = result.as_object_mut() {
-                    r.entry("resultType").or_insert_with(|| json!("complete"));
-                }
-                m.insert("result".into(), result);
-            }
-            TaskStatus::Failed => {
-                let err = self.error.clone().unwrap_or_else(|| ErrorObject {
-                    code: crate::protocol::INTERNAL_ERROR,
-                    message: "Task failed".into(),
-                    data: None,
-                });
-                m.insert("error".into(), json!(err));
-            }
-            TaskStatus::Working | TaskStatus::Cancelled => {}
-        }
-        m
+        wire::to_map(&self.wire("complete", true, None))
     }
 }
 
-/// A `tasks/get` answer — `{"id","jsonrpc","result": DetailedTask + _meta}` — serialized
-/// straight from the record: the same bytes as building it as a JSON tree
-/// ([`TaskRecord::to_detailed`], the handler's `_meta`, `success`) and writing that, keys in
-/// the same (sorted) order, without building the tree or copying the result. `tasks/get` is the
-/// request clients repeat most (every task, every poll interval), so it skips that work.
-pub struct GetAnswer<'a> {
-    /// The JSON-RPC id of the request.
-    pub id: &'a Value,
-    /// The task.
-    pub task: &'a TaskRecord,
-    /// The server's `_meta` (serverInfo).
-    pub meta: &'a Value,
-}
-
-impl Serialize for GetAnswer<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap as _;
-        let mut m = s.serialize_map(Some(3))?;
-        m.serialize_entry("id", self.id)?;
-        m.serialize_entry("jsonrpc", "2.0")?;
-        m.serialize_entry("result", &Detailed(self.task, self.meta))?;
-        m.end()
-    }
-}
-
-/// The `result` of a [`GetAnswer`], keys in sorted order like a `serde_json::Map`.
-struct Detailed<'a>(&'a TaskRecord, &'a Value);
-
-impl Serialize for Detailed<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap as _;
-        let (t, meta) = (self.0, self.1);
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("_meta", meta)?;
-        m.serialize_entry("createdAt", &iso8601(t.created_at_ms))?;
-        if t.status == TaskStatus::Failed {
-            match &t.error {
-                Some(e) => m.serialize_entry("error", &SortedError(e))?,
-                None => m.serialize_entry(
-                    "error",
-                    &SortedError(&ErrorObject {
-                        code: crate::protocol::INTERNAL_ERROR,
-                        message: "Task failed".into(),
-                        data: None,
-                    }),
-                )?,
-            }
-        }
-        if t.status == TaskStatus::InputRequired {
-            m.serialize_entry("inputRequests", &t.input_requests)?;
-        }
-        m.serialize_entry("lastUpdatedAt", &iso8601(t.last_updated_at_ms))?;
-        m.serialize_entry("pollIntervalMs", &t.poll_interval_ms)?;
-        if t.status == TaskStatus::Completed {
-            m.serialize_entry("result", &WithResultType(t.result.as_ref()))?;
-        }
-        m.serialize_entry("resultType", "complete")?;
-        m.serialize_entry("status", t.status.as_str())?;
-        if let Some(msg) = &t.status_message {
-            m.serialize_entry("statusMessage", msg)?;
-        }
-        m.serialize_entry("taskId", &t.task_id)?;
-        m.serialize_entry("ttlMs", &t.ttl_ms)?;
-        m.end()
-    }
-}
-
-/// An [`ErrorObject`] with its keys in sorted order (`code`, `data`, `message`).
-struct SortedError<'a>(&'a ErrorObject);
-
-impl Serialize for SortedError<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap as _;
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("code", &self.0.code)?;
-        if let Some(d) = &self.0.data {
-            m.serialize_entry("data", d)?;
-        }
-        m.serialize_entry("message", &self.0.message)?;
-        m.end()
-    }
-}
-
-/// The inlined `CallToolResult` of a completed task, with `resultType: "complete"` added in
-/// its sorted place unless the result has one (as [`TaskRecord::to_detailed`] does).
-struct WithResultType<'a>(Option<&'a Value>);
-
-impl Serialize for WithResultType<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap as _;
-        let empty = Map::new();
-        let fields = match self.0 {
-            Some(Value::Object(o)) => o,
-            // Not an object (never written so): as it is, like `to_detailed`.
-            Some(other) => return other.serialize(s),
-            None => &empty,
-        };
-        let mut m = s.serialize_map(None)?;
-        let mut placed = fields.contains_key("resultType");
-        if self.0.is_none() {
-            m.serialize_entry("content", &[] as &[Value])?;
-        }
-        for (k, v) in fields {
-            if !placed && k.as_str() > "resultType" {
-                m.serialize_entry("resultType", "complete")?;
-                placed = true;
-            }
-            m.serialize_entry(k, v)?;
-        }
-        if !placed {
-            m.serialize_entry("resultType", "complete")?;
-        }
-        m.end()
-    }
-}
+pub use wire::GetAnswer;
 
 /// Why a job's input requests were refused.
 #[derive(Debug, thiserror::Error)]
@@ -618,3 +458,4 @@ pub fn is_valid_task_id(id: &str) -> bool {
 
 #[cfg(test)]
 mod tests;
+mod wire;

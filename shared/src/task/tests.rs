@@ -1,4 +1,5 @@
 use super::*;
+use serde_json::json;
 
 fn record() -> TaskRecord {
     TaskRecord::new("t", new_task_id(), "tool", Some(60_000), 1000, json!({}))
