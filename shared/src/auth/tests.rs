@@ -128,7 +128,7 @@ fn a_jwks_without_usable_keys_is_refused() {
 
 mod tokens {
     use super::*;
-    use jsonwebtoken::{EncodingKey, Header, encode};
+    use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
     const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/auth");
