@@ -3,6 +3,8 @@
 
 mod support;
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 use support::jwt::{AUDIENCE, ISSUER, claims, now};
 use support::{Client, Server, data_dir};
@@ -173,6 +175,12 @@ async fn another_tenants_task_is_indistinguishable_from_a_missing_one() {
     h.push(("authorization".into(), format!("Bearer {a}")));
     let created = c.post_raw(body.to_string().as_bytes(), &h).await.json();
     let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    // The worker takes it from `working` to `input_required` on its own time.
+    c.with_bearer(&a)
+        .wait_task(&id, Duration::from_secs(20), |t| {
+            t["status"] == "input_required"
+        })
+        .await;
     let ghost = "tsk_01M8P00000000000000000000000000000000000000";
     for (method, extra) in [
         ("tasks/get", json!({})),
