@@ -178,6 +178,9 @@ impl AuthSettings {
 pub struct Principal {
     /// The tenant: every task key starts with it.
     pub tenant: String,
+    /// When the token expires (its `exp`), in seconds since the Unix epoch: an answer streamed
+    /// to this caller ends then ([`crate::handler`]), however long its own budget.
+    pub expires_at: u64,
 }
 
 /// Why a request is refused.
@@ -282,6 +285,11 @@ impl Authenticator {
             })?
             .claims;
         self.check_audience(&claims)?;
+        // Present and a number: the validation above requires and checks it.
+        let expires_at = claims
+            .get("exp")
+            .and_then(numeric_date)
+            .ok_or(AuthFailure::Invalid("missing claim"))?;
         let tenant = match claims.get(&self.settings.tenant_claim) {
             Some(Value::String(t)) if valid_tenant(t) => t.clone(),
             _ => return Err(AuthFailure::Invalid("no usable tenant claim")),
@@ -297,7 +305,7 @@ impl Authenticator {
                 return Err(AuthFailure::InsufficientScope);
             }
         }
-        Ok(Principal { tenant })
+        Ok(Principal { tenant, expires_at })
     }
 
     /// Whether the token is meant for this server: an access token (no provider's mark of an
@@ -335,6 +343,15 @@ impl Authenticator {
             },
         }
     }
+}
+
+/// A JWT `NumericDate` (seconds since the epoch, possibly with a fraction), in whole seconds.
+fn numeric_date(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| {
+        v.as_f64()
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(|s| s as u64)
+    })
 }
 
 fn valid_tenant(t: &str) -> bool {
