@@ -129,6 +129,10 @@ struct EdgeArgs {
     /// Seconds a client has to send a request's headers (also the keep-alive idle timeout).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
     header_read_timeout_secs: u64,
+    /// Seconds an answer may wait for the client to read any of it (then the connection is
+    /// reset).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
+    write_timeout_secs: u64,
     /// Seconds a client has to send a request's whole body (else 408, connection closed).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
     body_read_timeout_secs: u64,
@@ -148,6 +152,7 @@ impl EdgeArgs {
     fn settings(&self) -> EdgeSettings {
         EdgeSettings {
             header_read_timeout: Duration::from_secs(self.header_read_timeout_secs),
+            write_timeout: Duration::from_secs(self.write_timeout_secs),
             body_read_timeout: Duration::from_secs(self.body_read_timeout_secs),
             max_connections: self.max_connections as usize,
             max_requests_per_tenant: self.max_requests_per_tenant as usize,
