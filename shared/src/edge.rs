@@ -50,6 +50,9 @@
 //! where the soft limit is the traditional 1024 (`ulimit -n`), raise it or lower the cap; if
 //! accepting runs out of descriptors the loop logs it and pauses for a second.
 //!
+//! The operator's metrics get a listener of their own ([`serve_metrics`]): the same loop, with
+//! its own small connection cap, serving nothing but `GET /metrics`.
+//!
 //! None of this applies on Lambda: API Gateway terminates the connections and hands the
 //! function whole requests, within its own timeouts and limits.
 //!
@@ -112,6 +115,9 @@ const LINGER_MAX_BYTES: usize = 8 * 1024 * 1024;
 /// descriptors, say), so the loop does not spin.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_secs(1);
 
+/// Most connections the metrics listener serves at once: a scraper or two and an operator.
+const METRICS_MAX_CONNECTIONS: usize = 16;
+
 /// Serves `service` on `listener` within `settings` until `shutdown` completes, then shuts
 /// down gracefully (stop accepting, let in-flight requests finish, wait for every connection
 /// to close).
@@ -126,7 +132,24 @@ pub async fn serve(
         Some(settings.body_read_timeout),
         Some(settings.max_requests_per_tenant),
     );
-    accept_loop(listener, Handler(app), settings, shutdown).await;
+    accept_loop(listener, Handler::Mcp(app), settings, shutdown).await;
+}
+
+/// Serves the operator's metrics ([`crate::handler::metrics_reply`]) on `listener`, with the
+/// same timeouts as `settings` and a connection cap of its own, until `shutdown` completes.
+/// `allowed_hosts` are the names accepted in `Host` and `Origin` (empty: any).
+pub async fn serve_metrics(
+    listener: TcpListener,
+    allowed_hosts: Vec<String>,
+    settings: EdgeSettings,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let settings = EdgeSettings {
+        max_connections: METRICS_MAX_CONNECTIONS,
+        ..settings
+    };
+    let hosts = Handler::Metrics(allowed_hosts.into());
+    accept_loop(listener, hosts, settings, shutdown).await;
 }
 
 async fn accept_loop(
@@ -185,11 +208,17 @@ async fn accept_loop(
     let _ = slots.acquire_many(max as u32).await;
 }
 
-/// The edge's handler as a hyper service (no router: every path goes to the service, which
-/// decides, as [`crate::http::router_for_edge`] does on Lambda). Its futures are boxed, so
-/// `Unpin`, which [`http1::Connection::poll_without_shutdown`] needs to hand the socket back.
+/// What a listener serves, as a hyper service (no router: every path goes to the handler,
+/// which decides, as [`crate::http::router_for_edge`] does on Lambda). Its futures are boxed,
+/// so `Unpin`, which [`http1::Connection::poll_without_shutdown`] needs to hand the socket
+/// back.
 #[derive(Clone)]
-struct Handler(crate::http::EdgeHandler);
+enum Handler {
+    /// The MCP endpoint.
+    Mcp(crate::http::EdgeHandler),
+    /// The operator's metrics, with the host names accepted.
+    Metrics(Arc<[String]>),
+}
 
 impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Handler {
     type Response = axum::response::Response;
@@ -197,8 +226,21 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Handler {
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
 
     fn call(&self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
-        let edge = self.0.clone();
-        Box::pin(async move { Ok(edge.call(req.map(axum::body::Body::new)).await) })
+        match self {
+            Handler::Mcp(edge) => {
+                let edge = edge.clone();
+                Box::pin(async move { Ok(edge.call(req.map(axum::body::Body::new)).await) })
+            }
+            Handler::Metrics(hosts) => {
+                let reply = crate::handler::metrics_reply(
+                    req.method(),
+                    req.uri().path(),
+                    req.headers(),
+                    hosts,
+                );
+                Box::pin(std::future::ready(Ok(crate::http::into_response(reply))))
+            }
+        }
     }
 }
 

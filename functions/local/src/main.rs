@@ -68,6 +68,10 @@ struct ServeArgs {
     /// (0: no metric names a tenant; later tenants count as `other`).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1000))]
     metrics_tenants: u64,
+    /// Where GET /metrics is served, for operators: an address of its own, never the MCP
+    /// listener tenants reach; `off` serves none [default: 127.0.0.1:9464, if free].
+    #[arg(long, value_name = "IP:PORT|off")]
+    metrics_listen: Option<String>,
     #[command(flatten)]
     auth: AuthArgs,
     #[command(flatten)]
@@ -260,6 +264,7 @@ async fn main() -> anyhow::Result<()> {
         fixtures,
         task_ttl_seconds,
         metrics_tenants,
+        metrics_listen,
         auth,
         edge,
         quotas,
@@ -284,6 +289,8 @@ async fn main() -> anyhow::Result<()> {
     opts.tasks.quotas = quotas.quotas()?;
     opts.max_concurrent_jobs = quotas.max_concurrent_jobs as usize;
     opts.metrics_tenants = metrics_tenants as usize;
+    opts.metrics_listen =
+        local::MetricsListen::from_flag(metrics_listen.as_deref()).map_err(anyhow::Error::msg)?;
     if !listen.ip().is_loopback() {
         // Off loopback, clients name the host they reached (a gateway or a public name);
         // tokens, not Host checks, protect the endpoint there.
@@ -299,6 +306,9 @@ async fn main() -> anyhow::Result<()> {
     }
     let server = local::start(opts).await?;
     let url = server.url();
+    if let Some(metrics) = server.metrics_url() {
+        println!("mcp-tasks metrics on {metrics}");
+    }
     println!("mcp-tasks listening on {url}");
     println!("Add it to Claude Code with:\n  claude mcp add --transport http mcp-tasks {url}");
     server.run_until(stop_signal()).await;

@@ -46,9 +46,6 @@ impl McpService {
         if let Some(reply) = self.resource_metadata(method, path) {
             return Err(reply);
         }
-        if self.config.metrics_path.as_deref() == Some(path) {
-            return Err(self.scrape(method, headers).await);
-        }
         if path != self.config.endpoint_path {
             return Err(Reply::error(
                 None,
@@ -94,30 +91,6 @@ impl McpService {
             ));
         }
         Ok(caller)
-    }
-
-    /// `GET` of the metrics path: the Prometheus text of [`crate::metrics::global`], to any
-    /// caller the endpoint would admit. The counts carry no tenant (see [`crate::metrics`]).
-    async fn scrape(&self, method: &Method, headers: &HeaderMap) -> Reply {
-        if let Err(e) = self.check_host(headers) {
-            return Reply::error(None, &e);
-        }
-        if method != Method::GET {
-            let mut r = Reply::empty(405);
-            r.headers.push(("allow", "GET".into()));
-            return r;
-        }
-        if let Err(r) = self.caller(headers).await {
-            return r;
-        }
-        Reply {
-            status: 200,
-            headers: vec![("cache-control", "no-store".into())],
-            body: super::ReplyBody::Text(
-                "text/plain; version=0.0.4; charset=utf-8",
-                metrics::global().prometheus(),
-            ),
-        }
     }
 
     /// Serves Protected Resource Metadata (RFC 9728), when auth is on, at

@@ -8,7 +8,7 @@
 //! Where things are: dispatch here; admission (metadata, host check, authentication) in
 //! `admit`; `tools/call` and what both lanes share in `call`; budgets, deadlines and the
 //! caller's token expiry in `deadline`; the `Host`/`Origin` parsing in `hosts`; the 2025-11-25
-//! lane in `legacy`; `subscriptions/listen` in `listen`.
+//! lane in `legacy`; `subscriptions/listen` in `listen`; the operator's metrics in `scrape`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,11 +38,13 @@ mod deadline;
 mod hosts;
 mod legacy;
 mod listen;
+mod scrape;
 
 use call::{CallOutcome, InlineRun};
 use deadline::Delivery;
 
 pub use admit::Admitted;
+pub use scrape::{METRICS_PATH, metrics_reply};
 
 pub use listen::{LISTEN_POLL, MAX_SUBSCRIBED_TASKS, StreamSlots};
 
@@ -98,10 +100,6 @@ pub struct ServiceConfig {
     /// Serve `tasks/*` only (the tasks Lambda function, which gateway routing rules reach by
     /// `Mcp-Method`): every other method is `-32601`, as if it did not exist here.
     pub tasks_only: bool,
-    /// Where the process's [`crate::metrics`] are served as Prometheus text (`GET`, behind the
-    /// same host check and authentication as the endpoint); `None`: nowhere (Lambda, where
-    /// the metrics go out as EMF log lines instead).
-    pub metrics_path: Option<String>,
     /// How `subscriptions/listen` streams learn of task changes.
     pub change_feed: crate::store::watch::ChangeFeed,
     /// Most streams (long synchronous calls and subscriptions together) one tenant may have
@@ -122,7 +120,6 @@ impl Default for ServiceConfig {
             tenant: "local".into(),
             list_ttl_ms: 300_000,
             tasks_only: false,
-            metrics_path: None,
             change_feed: crate::store::watch::ChangeFeed::Poll(LISTEN_POLL),
             max_streams_per_tenant: 10,
         }
