@@ -305,6 +305,7 @@ impl McpService {
         reply
     }
 
+    /// [`McpService::handle_admitted`]'s answer, as the lanes make it.
     async fn answer(self: &Arc<Self>, admitted: Admitted, req: HttpRequest) -> Reply {
         let delivery = Delivery::of(&req.headers, admitted.expires_at);
         let tenant = admitted.tenant;
