@@ -3,8 +3,11 @@
 
 mod support;
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 use support::jwt::{AUDIENCE, ISSUER, claims, now};
+use support::sse::{Events, epoch_ms};
 use support::{Client, Server, data_dir};
 
 fn start() -> (Server, tempfile::TempDir) {
@@ -173,6 +176,12 @@ async fn another_tenants_task_is_indistinguishable_from_a_missing_one() {
     h.push(("authorization".into(), format!("Bearer {a}")));
     let created = c.post_raw(body.to_string().as_bytes(), &h).await.json();
     let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    // The worker takes it from `working` to `input_required` on its own time.
+    c.with_bearer(&a)
+        .wait_task(&id, Duration::from_secs(20), |t| {
+            t["status"] == "input_required"
+        })
+        .await;
     let ghost = "tsk_01M8P00000000000000000000000000000000000000";
     for (method, extra) in [
         ("tasks/get", json!({})),
@@ -200,4 +209,139 @@ async fn another_tenants_task_is_indistinguishable_from_a_missing_one() {
     let (_, own) = answer_without_id(&c, &a, "tasks/get", json!({"taskId": id})).await;
     let own: Value = serde_json::from_str(&own.replace("\"id\":_", "\"id\":0")).unwrap();
     assert_eq!(own["result"]["status"], "input_required");
+}
+
+/// A valid token of `tenant` that expires at `exp` (seconds since the epoch).
+fn expiring(tenant: &str, exp: u64) -> String {
+    let mut c = claims(tenant);
+    c["exp"] = json!(exp);
+    token_with(c, "test-signing-key.pem", "test-key-1")
+}
+
+/// Reads a stream to its end; fails if it is still open after `within`. Returns its messages
+/// and when it closed (epoch ms).
+async fn to_the_end(events: &mut Events, within: Duration) -> (Vec<Value>, u64) {
+    let mut got = Vec::new();
+    let read = async {
+        // Each message's own wait is longer, so a stream still open fails below, saying so.
+        while let Some((m, _)) = events.message(within * 2).await {
+            got.push(m);
+        }
+    };
+    let ended = tokio::time::timeout(within, read).await;
+    assert!(
+        ended.is_ok(),
+        "still open after {within:?}; so far: {got:?}"
+    );
+    (got, epoch_ms())
+}
+
+/// `last` is the token-expired error, and the answer closed at the token's `exp` (whole
+/// seconds), not long after.
+fn assert_ended_at_expiry(last: &Value, exp: u64, closed_ms: u64) {
+    assert_eq!(last["error"]["code"], -32600, "{last}");
+    let message = last["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("token expired"), "{last}");
+    let exp_ms = exp * 1000;
+    println!(
+        "closed {} ms after the token's exp",
+        closed_ms as i64 - exp_ms as i64
+    );
+    assert!(
+        closed_ms + 200 >= exp_ms,
+        "closed {} ms before exp",
+        exp_ms - closed_ms
+    );
+    assert!(
+        closed_ms <= exp_ms + 3000,
+        "closed {} ms after exp",
+        closed_ms - exp_ms
+    );
+}
+
+/// A subscription opened with a token that expires in a few seconds ends then, with a JSON-RPC
+/// error, not when the watched task ends or the stream budget (840 s) runs out.
+#[tokio::test]
+async fn a_subscription_ends_when_its_token_expires() {
+    let (s, _d) = start();
+    let owner = s.client().with_bearer(&token("tenant-a")).with_tasks();
+    let created = owner.tool("wait", json!({"seconds": 600})).await;
+    let id = created["taskId"].as_str().unwrap().to_owned();
+    let exp = now() + 4;
+    let c = s
+        .client()
+        .with_bearer(&expiring("tenant-a", exp))
+        .with_tasks();
+    let listen = json!({"notifications": {"taskIds": [id]}});
+    let (status, ct, mut events) = Events::open(&c, "subscriptions/listen", listen).await;
+    assert_eq!(status, 200);
+    assert!(ct.starts_with("text/event-stream"), "{ct}");
+    let (messages, closed) = to_the_end(&mut events, Duration::from_secs(15)).await;
+    assert_eq!(
+        messages[0]["params"]["notifications"]["taskIds"],
+        json!([id]),
+        "{messages:?}"
+    );
+    assert_ended_at_expiry(messages.last().unwrap(), exp, closed);
+}
+
+/// A long synchronous call streamed as SSE (it reports progress) ends when the caller's token
+/// expires: the run stops, and the stream's last event is the error.
+#[tokio::test]
+async fn a_streamed_call_ends_when_its_token_expires() {
+    let (s, _d) = start();
+    let exp = now() + 4;
+    let c = s.client().with_bearer(&expiring("tenant-a", exp));
+    let mut body = c.body(
+        "tools/call",
+        json!({"name": "wait", "arguments": {"seconds": 60}}),
+    );
+    body["params"]["_meta"]["progressToken"] = json!("p");
+    let (status, ct, mut events) = Events::open_body(&c, body).await;
+    assert_eq!(status, 200);
+    assert!(ct.starts_with("text/event-stream"), "{ct}");
+    let (messages, closed) = to_the_end(&mut events, Duration::from_secs(15)).await;
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["method"] == "notifications/progress"),
+        "{messages:?}"
+    );
+    assert_ended_at_expiry(messages.last().unwrap(), exp, closed);
+}
+
+/// A long call whose token expires before anything was sent (no progress asked, not yet
+/// committed to SSE) is answered `401` with the `invalid_token` challenge, at the expiry.
+#[tokio::test]
+async fn a_call_whose_token_expires_before_its_answer_gets_401() {
+    let (s, _d) = start();
+    let exp = now() + 3;
+    let c = s.client();
+    let body = c.body(
+        "tools/call",
+        json!({"name": "wait", "arguments": {"seconds": 60}}),
+    );
+    let mut rb = reqwest::Client::new()
+        .post(&c.url)
+        .bearer_auth(expiring("tenant-a", exp))
+        .body(body.to_string());
+    for (k, v) in Client::headers(&body) {
+        rb = rb.header(k, v);
+    }
+    let resp = tokio::time::timeout(Duration::from_secs(15), rb.send())
+        .await
+        .expect("answered within 15 s")
+        .unwrap();
+    let closed = epoch_ms();
+    let status = resp.status().as_u16();
+    let challenge = resp
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_owned());
+    assert_eq!(status, 401, "{:?}", resp.headers());
+    let v: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+    let challenge = challenge.expect("a challenge");
+    assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
+    assert_eq!(v["id"], body["id"], "{v}");
+    assert_ended_at_expiry(&v, exp, closed);
 }

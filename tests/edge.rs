@@ -1,9 +1,15 @@
 //! The HTTP edge under abuse, black-box: clients that send no token but a big body, that
-//! dawdle over their headers or body, that hold connections open, that forge an `Origin`, and
-//! an issuer that is slow or down. Each test names the bound it checks; the figures it prints
+//! dawdle over their headers or body, that hold connections open, that never read their
+//! answers (`edge/slow_readers.rs`), that forge an `Origin`, and an issuer that is slow or down
+//! (`edge/issuer.rs`). Each test names the bound it checks; the figures it prints
 //! (`cargo test --test edge -- --nocapture`) are the ones quoted in docs/edge.md.
 
 mod support;
+
+#[path = "edge/issuer.rs"]
+mod issuer;
+#[path = "edge/slow_readers.rs"]
+mod slow_readers;
 
 use std::time::{Duration, Instant};
 
@@ -330,145 +336,6 @@ async fn forged_origins_and_hosts_are_refused() {
     }
     let answer = send(vec![("origin", "http://localhost:8787".into())], None).await;
     assert_eq!(status_of(&answer), Some(200), "{answer}");
-}
-
-/// A JWKS endpoint on 127.0.0.1 serving the fixture keys after a configurable delay.
-struct SlowIssuer {
-    url: String,
-    delay_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl SlowIssuer {
-    async fn start() -> Self {
-        use std::sync::atomic::Ordering;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/jwks", listener.local_addr().unwrap());
-        let body = std::fs::read_to_string(support::jwt::jwks_file()).unwrap();
-        let issuer = SlowIssuer {
-            url,
-            delay_ms: Default::default(),
-            hits: Default::default(),
-        };
-        let (delay, hits) = (issuer.delay_ms.clone(), issuer.hits.clone());
-        tokio::spawn(async move {
-            while let Ok((mut conn, _)) = listener.accept().await {
-                let (delay, hits, body) = (delay.clone(), hits.clone(), body.clone());
-                tokio::spawn(async move {
-                    let mut head = Vec::new();
-                    let mut buf = [0u8; 1024];
-                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match conn.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => head.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    hits.fetch_add(1, Ordering::SeqCst);
-                    let ms = delay.load(Ordering::SeqCst);
-                    tokio::time::sleep(Duration::from_millis(ms)).await;
-                    let reply = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = conn.write_all(reply.as_bytes()).await;
-                });
-            }
-        });
-        issuer
-    }
-}
-
-/// POSTs a tools/list with a bearer token; returns the status, the headers and the time taken.
-async fn post_with(c: &Client, tok: &str) -> (u16, reqwest::header::HeaderMap, String, Duration) {
-    let body = c.body("tools/list", json!({}));
-    let mut rb = reqwest::Client::new()
-        .post(&c.url)
-        .header("authorization", format!("Bearer {tok}"))
-        .body(body.to_string());
-    for (k, v) in Client::headers(&body) {
-        rb = rb.header(k, v);
-    }
-    let started = Instant::now();
-    let r = rb.send().await.unwrap();
-    let status = r.status().as_u16();
-    let headers = r.headers().clone();
-    let text = r.text().await.unwrap();
-    (status, headers, text, started.elapsed())
-}
-
-#[tokio::test]
-async fn a_cached_key_is_not_held_up_by_a_slow_jwks_refresh() {
-    use std::sync::atomic::Ordering;
-    let issuer = SlowIssuer::start().await;
-    let (s, _dir) = start(&jwt_args("--jwks-url", &issuer.url));
-    let c = s.client();
-    let (status, _, _, _) = post_with(&c, &token("test-key-1")).await;
-    assert_eq!(status, 200);
-    // An unknown kid may refetch once the 30 s cooldown has passed.
-    tokio::time::sleep(Duration::from_secs(31)).await;
-    issuer.delay_ms.store(4000, Ordering::SeqCst);
-    let random = {
-        let c = c.clone();
-        tokio::spawn(async move { post_with(&c, &token("random-kid")).await })
-    };
-    let waited = Instant::now();
-    while issuer.hits.load(Ordering::SeqCst) < 2 {
-        assert!(
-            waited.elapsed() < Duration::from_secs(3),
-            "no refresh started"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let (status, _, _, took) = post_with(&c, &token("test-key-1")).await;
-    println!("cached-kid request during a 4 s JWKS refresh: {status} in {took:?}");
-    assert_eq!(status, 200);
-    assert!(
-        took < Duration::from_secs(1),
-        "a cached key waited {took:?} behind a refresh"
-    );
-    let (status, _, _, took) = random.await.unwrap();
-    println!("the random-kid request itself: {status} in {took:?}");
-    assert_eq!(status, 401);
-}
-
-#[tokio::test]
-async fn an_unreachable_issuer_is_503_with_retry_after_not_401() {
-    // Nothing listens on a port we just bound and released.
-    let dead = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
-    let url = format!("http://{dead}/jwks");
-    let (s, _dir) = start(&jwt_args("--jwks-url", &url));
-    let c = s.client();
-    for _ in 0..2 {
-        let (status, headers, text, _) = post_with(&c, &token("test-key-1")).await;
-        assert_eq!(status, 503, "{text}");
-        assert!(headers.get("www-authenticate").is_none(), "{headers:?}");
-        let retry: u64 = headers
-            .get("retry-after")
-            .expect("Retry-After")
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert!((1..=30).contains(&retry), "{retry}");
-        let v: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v["jsonrpc"], "2.0");
-        assert_eq!(v["error"]["code"], -32603, "{v}");
-        assert!(
-            v["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("authorization server"),
-            "{v}"
-        );
-    }
-    // No token at all is still the client's problem.
-    let (status, headers, _, _) = post_with(&c, "").await;
-    assert_eq!(status, 401);
-    assert!(headers.get("www-authenticate").is_some());
 }
 
 /// One tenant's requests in flight are capped (`--max-requests-per-tenant`): a client with a

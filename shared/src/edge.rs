@@ -5,7 +5,20 @@
 //! - **Header read timeout** ([`EdgeSettings::header_read_timeout`], 10 s): a connection must
 //!   deliver a request's whole head within it, or hyper closes it. The clock starts when the
 //!   connection is accepted, and again whenever a keep-alive connection waits for its next
-//!   request, so it is also the idle timeout: an idle connection is closed after 10 s.
+//!   request, so it is also the idle timeout: an idle connection is closed after 10 s. Idle
+//!   counts from the last byte written or read: hyper waits for the next request only once
+//!   the last answer is all written to the socket, and the socket takes no more than 64 KiB
+//!   ahead of the client (below), so a client still reading a long answer is not cut off (it
+//!   was, when the kernel took a whole answer at once and the 10 s ran while the client read).
+//! - **Write timeout** ([`EdgeSettings::write_timeout`], 10 s): an answer being written must
+//!   make progress: a write the client takes no byte of for that long ends the connection,
+//!   which is reset (nothing more can reach a client that does not read). This is what frees
+//!   the slot of a client that pipelines requests and never reads the answers.
+//! - **Answers queued for one connection**: hyper answers one request at a time and reads the
+//!   next only once the answer before is written; the kernel is let hold at most 64 KiB of
+//!   answers not yet sent for a connection (`TCP_NOTSENT_LOWAT`, Linux) before a write waits.
+//!   So a client that stops reading leaves at most that, plus the answer being written, queued
+//!   for it, its further pipelined requests are not read, and the write timeout ends it.
 //! - **Body read timeout** ([`EdgeSettings::body_read_timeout`], 10 s): the whole body, from
 //!   the end of the head (see [`crate::http::router_for_edge`]); on expiry the client
 //!   gets `408` with a JSON-RPC error and the connection is closed. The body is only read for
@@ -16,7 +29,8 @@
 //!   in the kernel's listen backlog (and are served, in order, as soon as a slot frees; those
 //!   that give up first never cost the process anything) rather than being accepted and
 //!   closed, which would turn a burst into errors and client retries. A slot frees when its
-//!   connection closes, which the two timeouts bound for clients that send nothing useful.
+//!   connection closes, which the timeouts bound for clients that send nothing useful or read
+//!   nothing.
 //!
 //! - **Requests in flight per tenant** ([`EdgeSettings::max_requests_per_tenant`], 64): once a
 //!   request is admitted (its tenant known, its body not read), it counts against its tenant
@@ -35,6 +49,9 @@
 //! token), at most one body of `max_body_bytes`. Each connection is also a file descriptor:
 //! where the soft limit is the traditional 1024 (`ulimit -n`), raise it or lower the cap; if
 //! accepting runs out of descriptors the loop logs it and pauses for a second.
+//!
+//! The operator's metrics get a listener of their own ([`serve_metrics`]): the same loop, with
+//! its own small connection cap, serving nothing but `GET /metrics`.
 //!
 //! None of this applies on Lambda: API Gateway terminates the connections and hands the
 //! function whole requests, within its own timeouts and limits.
@@ -58,12 +75,17 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::handler::McpService;
 
+mod socket;
+
 /// Bounds of the local HTTP listener (see the module docs for the reasoning).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EdgeSettings {
     /// Longest time to receive a request's head (request line and headers); also how long an
-    /// idle keep-alive connection is kept.
+    /// idle keep-alive connection is kept (counted from its last byte written or read).
     pub header_read_timeout: Duration,
+    /// Longest an answer may wait for the client to take any of its bytes; then the
+    /// connection is reset.
+    pub write_timeout: Duration,
     /// Longest time to receive a request's whole body once its head has been accepted.
     pub body_read_timeout: Duration,
     /// Most connections served at once; further ones wait in the listen backlog.
@@ -76,6 +98,7 @@ impl Default for EdgeSettings {
     fn default() -> Self {
         Self {
             header_read_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(10),
             max_connections: 1024,
             max_requests_per_tenant: 64,
@@ -92,6 +115,9 @@ const LINGER_MAX_BYTES: usize = 8 * 1024 * 1024;
 /// descriptors, say), so the loop does not spin.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_secs(1);
 
+/// Most connections the metrics listener serves at once: a scraper or two and an operator.
+const METRICS_MAX_CONNECTIONS: usize = 16;
+
 /// Serves `service` on `listener` within `settings` until `shutdown` completes, then shuts
 /// down gracefully (stop accepting, let in-flight requests finish, wait for every connection
 /// to close).
@@ -106,6 +132,32 @@ pub async fn serve(
         Some(settings.body_read_timeout),
         Some(settings.max_requests_per_tenant),
     );
+    accept_loop(listener, Handler::Mcp(app), settings, shutdown).await;
+}
+
+/// Serves the operator's metrics ([`crate::handler::metrics_reply`]) on `listener`, with the
+/// same timeouts as `settings` and a connection cap of its own, until `shutdown` completes.
+/// `allowed_hosts` are the names accepted in `Host` and `Origin` (empty: any).
+pub async fn serve_metrics(
+    listener: TcpListener,
+    allowed_hosts: Vec<String>,
+    settings: EdgeSettings,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let settings = EdgeSettings {
+        max_connections: METRICS_MAX_CONNECTIONS,
+        ..settings
+    };
+    let hosts = Handler::Metrics(allowed_hosts.into());
+    accept_loop(listener, hosts, settings, shutdown).await;
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    app: Handler,
+    settings: EdgeSettings,
+    shutdown: impl Future<Output = ()> + Send,
+) {
     let max = settings
         .max_connections
         .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
@@ -140,11 +192,14 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let conn = builder.serve_connection(TokioIo::new(stream), Handler(app.clone()));
+        socket::cap_unsent(&stream);
+        let timed_out = socket::WriteTimedOut::default();
+        let io = socket::Watched::new(stream, settings.write_timeout, timed_out.clone());
+        let conn = builder.serve_connection(TokioIo::new(io), app.clone());
         let stop = stop_rx.clone();
         tokio::spawn(async move {
             let _slot = permit;
-            run_connection(conn, stop).await;
+            run_connection(conn, stop, &timed_out).await;
         });
     }
     drop(listener);
@@ -153,11 +208,17 @@ pub async fn serve(
     let _ = slots.acquire_many(max as u32).await;
 }
 
-/// The edge's handler as a hyper service (no router: every path goes to the service, which
-/// decides, as [`crate::http::router_for_edge`] does on Lambda). Its futures are boxed, so
-/// `Unpin`, which [`http1::Connection::poll_without_shutdown`] needs to hand the socket back.
+/// What a listener serves, as a hyper service (no router: every path goes to the handler,
+/// which decides, as [`crate::http::router_for_edge`] does on Lambda). Its futures are boxed,
+/// so `Unpin`, which [`http1::Connection::poll_without_shutdown`] needs to hand the socket
+/// back.
 #[derive(Clone)]
-struct Handler(crate::http::EdgeHandler);
+enum Handler {
+    /// The MCP endpoint.
+    Mcp(crate::http::EdgeHandler),
+    /// The operator's metrics, with the host names accepted.
+    Metrics(Arc<[String]>),
+}
 
 impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Handler {
     type Response = axum::response::Response;
@@ -165,16 +226,31 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Handler {
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
 
     fn call(&self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
-        let edge = self.0.clone();
-        Box::pin(async move { Ok(edge.call(req.map(axum::body::Body::new)).await) })
+        match self {
+            Handler::Mcp(edge) => {
+                let edge = edge.clone();
+                Box::pin(async move { Ok(edge.call(req.map(axum::body::Body::new)).await) })
+            }
+            Handler::Metrics(hosts) => {
+                let reply = crate::handler::metrics_reply(
+                    req.method(),
+                    req.uri().path(),
+                    req.headers(),
+                    hosts,
+                );
+                Box::pin(std::future::ready(Ok(crate::http::into_response(reply))))
+            }
+        }
     }
 }
 
 /// Drives one connection to its end (asked to finish early when `stop` turns true), then
-/// closes it with a linger.
+/// closes it: with a linger, or at once with a reset when the client stopped taking its
+/// answers.
 async fn run_connection<S>(
-    mut conn: http1::Connection<TokioIo<TcpStream>, S>,
+    mut conn: http1::Connection<TokioIo<socket::Watched>, S>,
     mut stop: watch::Receiver<bool>,
+    timed_out: &socket::WriteTimedOut,
 ) where
     S: hyper::service::HttpService<hyper::body::Incoming> + Unpin,
     S::Future: Unpin,
@@ -190,9 +266,16 @@ async fn run_connection<S>(
     };
     if let Err(e) = ended {
         // Timeouts, resets and malformed requests: routine at an exposed edge.
-        tracing::debug!(error = %e, "connection ended with an error");
+        tracing::debug!(error = ?e, "connection ended with an error");
     }
-    linger(conn.into_parts().io.into_inner()).await;
+    let tcp = conn.into_parts().io.into_inner().into_inner();
+    if timed_out.load(std::sync::atomic::Ordering::Relaxed) {
+        // Lingering would only wait on a client that does not read; the reset also drops at
+        // once what the kernel still held for it.
+        let _ = tcp.set_zero_linger();
+        return;
+    }
+    linger(tcp).await;
 }
 
 /// Closes a connection the way that lets the client read the last answer: our side is

@@ -3,7 +3,8 @@
 //!
 //! Map of the crate, from the wire inwards:
 //! - [`http`] — the one HTTP edge (an axum router), used locally and on Lambda alike;
-//! - [`edge`] — the local server's listener: header/body read timeouts and a connection cap;
+//! - [`edge`] — the local server's listeners: header/body read and write timeouts, a cap on
+//!   the answers queued for a client, a connection cap; the operators' metrics listener;
 //! - [`handler`] — the HTTP-agnostic endpoint: validation, dispatch, errors → bytes (once);
 //! - [`auth`] — the OAuth 2.1 resource server (bearer JWTs, tenant from a claim);
 //! - [`protocol`] — JSON-RPC envelope, `_meta`, header rules, error codes, sealed `requestState`;

@@ -28,6 +28,10 @@ use crate::store::metered::Metered;
 use crate::store::watch::{ChangeFeed, Watched, Watchers};
 use crate::worker::{Outcome, Worker, WorkerSettings};
 
+mod metrics_listen;
+
+pub use metrics_listen::{DEFAULT_METRICS_LISTEN, MetricsListen};
+
 /// Options of `mcp-tasks serve`.
 #[derive(Debug, Clone)]
 pub struct LocalOptions {
@@ -55,6 +59,9 @@ pub struct LocalOptions {
     pub edge: crate::edge::EdgeSettings,
     /// How many tenants the opt-in `tenant_*` metrics name (0: none; see [`crate::metrics`]).
     pub metrics_tenants: usize,
+    /// Where the metrics are served: a listener of their own, never the endpoint (off here;
+    /// `mcp-tasks serve` defaults to [`DEFAULT_METRICS_LISTEN`] when it is free).
+    pub metrics_listen: MetricsListen,
     /// Injected faults (tests only).
     #[cfg(feature = "fault-injection")]
     pub faults: crate::fault::Faults,
@@ -68,14 +75,12 @@ impl LocalOptions {
             data_dir,
             tools: Vec::new(),
             declared: Vec::new(),
-            service: ServiceConfig {
-                metrics_path: Some("/metrics".into()),
-                ..ServiceConfig::default()
-            },
+            service: ServiceConfig::default(),
             tasks: TaskSettings::default(),
             worker: WorkerSettings::default(),
             max_concurrent_jobs: 10_000,
             metrics_tenants: 0,
+            metrics_listen: MetricsListen::Off,
             sweep_every: Duration::from_secs(15),
             auth: None,
             edge: crate::edge::EdgeSettings::default(),
@@ -112,14 +117,26 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    /// The metrics listen address.
+    #[error("cannot listen for metrics on {addr} (--metrics-listen): {source}")]
+    MetricsListen {
+        /// Address.
+        addr: SocketAddr,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// A running local server.
 pub struct LocalServer {
     /// The bound address (useful with port 0).
     pub addr: SocketAddr,
+    /// Where the metrics are served, if anywhere.
+    pub metrics_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     http: JoinHandle<()>,
+    metrics: Option<JoinHandle<()>>,
 }
 
 impl LocalServer {
@@ -128,15 +145,23 @@ impl LocalServer {
         format!("http://{}/mcp", self.addr)
     }
 
+    /// The metrics URL, when metrics are served.
+    pub fn metrics_url(&self) -> Option<String> {
+        let path = crate::handler::METRICS_PATH;
+        self.metrics_addr.map(|a| format!("http://{a}{path}"))
+    }
+
     /// Serves until `signal` completes (then shuts down gracefully) or the HTTP server stops
     /// by itself (an error, already logged).
     pub async fn run_until(mut self, signal: impl std::future::Future<Output = ()>) {
         tokio::select! {
-            _ = signal => {
-                let _ = self.shutdown.send(true);
-                let _ = (&mut self.http).await;
-            }
+            _ = signal => {}
             _ = &mut self.http => {}
+        }
+        let _ = self.shutdown.send(true);
+        let _ = (&mut self.http).await;
+        if let Some(metrics) = self.metrics {
+            let _ = metrics.await;
         }
     }
 }
@@ -315,6 +340,21 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
         addr: opts.listen,
         source,
     })?;
+    let metrics =
+        metrics_listen::bind(opts.metrics_listen, &ServiceConfig::default().allowed_hosts).await?;
+    let metrics_addr = metrics.as_ref().and_then(|(l, _)| l.local_addr().ok());
+    let metrics = metrics.map(|(listener, hosts)| {
+        let mut stop = stop.clone();
+        let graceful = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        tokio::spawn(crate::edge::serve_metrics(
+            listener,
+            hosts,
+            opts.edge.clone(),
+            graceful,
+        ))
+    });
     let graceful = async move {
         let _ = stop.wait_for(|s| *s).await;
     };
@@ -336,8 +376,10 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
     });
     Ok(LocalServer {
         addr,
+        metrics_addr,
         shutdown,
         http,
+        metrics,
     })
 }
 
@@ -424,65 +466,4 @@ async fn run_sweep(engine: Engine, every: Duration, mut stop: watch::Receiver<bo
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::engine::TaskSettings;
-    use crate::store::memory::MemoryStore;
-
-    #[tokio::test]
-    async fn a_task_waiting_for_a_place_is_queued_once_however_often_it_is_sent() {
-        let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
-        let (queue, rx) = LocalQueue::new();
-        let queue: Arc<dyn WorkQueue> = Arc::new(queue);
-        let registry = crate::app::serving_registry(vec![crate::tools::doubles::wait()]);
-        let engine = Engine::new(store.clone(), queue.clone(), TaskSettings::default());
-        let worker = Arc::new(Worker::new(
-            store,
-            queue.clone(),
-            registry,
-            WorkerSettings::default(),
-        ));
-        // One place, held: everything sent waits.
-        let gate = FairGate::new(1, 1);
-        let held = gate.acquire("someone-else").await;
-        let (_stop_tx, stop) = watch::channel(false);
-        tokio::spawn(run_worker_pool(
-            worker,
-            queue.clone(),
-            rx,
-            gate.clone(),
-            stop,
-        ));
-        let task = engine
-            .create_task(
-                "t",
-                "wait",
-                serde_json::json!({"seconds": 0}),
-                serde_json::Value::Null,
-                serde_json::json!({}),
-            )
-            .await
-            .unwrap();
-        // The sweep re-sends a waiting task every round: a thousand rounds.
-        for _ in 0..1000 {
-            engine.sweep(Duration::ZERO).await.unwrap();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(gate.waiting("t"), 1, "one waiter, not one per message");
-        drop(held);
-        // It runs once its turn comes.
-        for _ in 0..100 {
-            if engine
-                .get("t", &task.task_id)
-                .await
-                .unwrap()
-                .status
-                .is_terminal()
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("the task never ran");
-    }
-}
+mod tests;

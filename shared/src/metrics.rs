@@ -1,5 +1,6 @@
 //! What the server did, counted: the same metrics, by the same names, as Prometheus text on the
-//! local server (`GET /metrics`) and as CloudWatch Embedded Metric Format lines on Lambda (one
+//! local server (`GET /metrics` on the operators' listener, never the MCP one: see
+//! [`crate::handler::metrics_reply`]) and as CloudWatch Embedded Metric Format lines on Lambda (one
 //! log line per label set at the end of each invocation: no API call, no added latency).
 //!
 //! | name | kind | labels | counts |

@@ -23,6 +23,8 @@ pub const TASKS: &str = "io.modelcontextprotocol/tasks";
 pub struct Server {
     child: Child,
     pub url: String,
+    /// Where the operator's metrics are served (`mcp-tasks metrics on …`), if anywhere.
+    pub metrics_url: Option<String>,
     /// Everything the process wrote to stderr (its log).
     pub log: Arc<Mutex<String>>,
 }
@@ -63,16 +65,26 @@ impl Server {
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
+            // The metrics line, when there is one, comes before the listening line.
+            let mut metrics = None;
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("mcp-tasks metrics on ") {
+                    metrics = Some(url.trim().to_owned());
+                }
                 if let Some(url) = line.strip_prefix("mcp-tasks listening on ") {
-                    let _ = tx.send(url.trim().to_owned());
+                    let _ = tx.send((url.trim().to_owned(), metrics.take()));
                 }
             }
         });
-        let url = rx
+        let (url, metrics_url) = rx
             .recv_timeout(Duration::from_secs(30))
             .unwrap_or_else(|_| panic!("server did not start; log:\n{}", log.lock().unwrap()));
-        Server { child, url, log }
+        Server {
+            child,
+            url,
+            metrics_url,
+            log,
+        }
     }
 
     /// The server's process id (for /proc readings).

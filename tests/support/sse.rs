@@ -27,11 +27,17 @@ pub struct Events {
 impl Events {
     /// POSTs `method` and returns the answer's status, content type, and its events.
     pub async fn open(client: &Client, method: &str, params: Value) -> (u16, String, Events) {
-        let body = client.body(method, params);
+        Self::open_body(client, client.body(method, params)).await
+    }
+
+    /// POSTs `body` (a whole request, `_meta` and all) with the client's headers (its bearer
+    /// token, if any) and returns the answer's status, content type, and its events.
+    pub async fn open_body(client: &Client, body: Value) -> (u16, String, Events) {
+        let method = body["method"].as_str().unwrap_or_default().to_owned();
         let mut rb = reqwest::Client::new()
             .post(&client.url)
             .body(serde_json::to_vec(&body).unwrap());
-        for (k, v) in Client::headers(&body) {
+        for (k, v) in Client::headers(&body).iter().chain(&client.extra_headers) {
             rb = rb.header(k, v);
         }
         let resp = rb.send().await.expect("the request is answered");
@@ -45,7 +51,7 @@ impl Events {
         let events = Events {
             resp,
             buf: String::new(),
-            method: method.to_owned(),
+            method,
         };
         (status, ct, events)
     }

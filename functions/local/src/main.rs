@@ -80,6 +80,10 @@ struct ServeArgs {
     /// (0: no metric names a tenant; later tenants count as `other`).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1000))]
     metrics_tenants: u64,
+    /// Where GET /metrics is served, for operators: an address of its own, never the MCP
+    /// listener tenants reach; `off` serves none [default: 127.0.0.1:9464, if free].
+    #[arg(long, value_name = "IP:PORT|off")]
+    metrics_listen: Option<String>,
     #[command(flatten)]
     auth: AuthArgs,
     #[command(flatten)]
@@ -141,6 +145,10 @@ struct EdgeArgs {
     /// Seconds a client has to send a request's headers (also the keep-alive idle timeout).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
     header_read_timeout_secs: u64,
+    /// Seconds an answer may wait for the client to read any of it (then the connection is
+    /// reset).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
+    write_timeout_secs: u64,
     /// Seconds a client has to send a request's whole body (else 408, connection closed).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
     body_read_timeout_secs: u64,
@@ -160,6 +168,7 @@ impl EdgeArgs {
     fn settings(&self) -> EdgeSettings {
         EdgeSettings {
             header_read_timeout: Duration::from_secs(self.header_read_timeout_secs),
+            write_timeout: Duration::from_secs(self.write_timeout_secs),
             body_read_timeout: Duration::from_secs(self.body_read_timeout_secs),
             max_connections: self.max_connections as usize,
             max_requests_per_tenant: self.max_requests_per_tenant as usize,
@@ -283,6 +292,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         manifest,
         task_ttl_seconds,
         metrics_tenants,
+        metrics_listen,
         auth,
         edge,
         quotas,
@@ -302,6 +312,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     opts.tasks.quotas = quotas.quotas()?;
     opts.max_concurrent_jobs = quotas.max_concurrent_jobs as usize;
     opts.metrics_tenants = metrics_tenants as usize;
+    opts.metrics_listen =
+        local::MetricsListen::from_flag(metrics_listen.as_deref()).map_err(anyhow::Error::msg)?;
     if !listen.ip().is_loopback() {
         // Off loopback, clients name the host they reached (a gateway or a public name);
         // tokens, not Host checks, protect the endpoint there.
@@ -322,6 +334,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let server = local::start(opts).await?;
     let url = server.url();
+    if let Some(metrics) = server.metrics_url() {
+        println!("mcp-tasks metrics on {metrics}");
+    }
     println!("mcp-tasks listening on {url}");
     println!("Add it to Claude Code with:\n  claude mcp add --transport http mcp-tasks {url}");
     server.run_until(stop_signal()).await;

@@ -128,7 +128,7 @@ fn a_jwks_without_usable_keys_is_refused() {
 
 mod tokens {
     use super::*;
-    use jsonwebtoken::{EncodingKey, Header, encode};
+    use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
     const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/auth");
@@ -169,13 +169,23 @@ mod tokens {
     #[tokio::test]
     async fn a_valid_token_names_its_tenant() {
         let a = Authenticator::new(settings(&[]));
-        let t = sign(claims(json!({})), "test-signing-key.pem", "test-key-1");
+        let c = claims(json!({}));
+        let t = sign(c.clone(), "test-signing-key.pem", "test-key-1");
         assert_eq!(
             check(&a, &t).await,
             Ok(Principal {
-                tenant: "tenant-a".into()
+                tenant: "tenant-a".into(),
+                expires_at: c["exp"].as_u64().unwrap(),
             })
         );
+        // A NumericDate may carry a fraction: the expiry is its whole second.
+        let exp = c["exp"].as_u64().unwrap();
+        let t = sign(
+            claims(json!({"exp": exp as f64 + 0.75})),
+            "test-signing-key.pem",
+            "test-key-1",
+        );
+        assert_eq!(check(&a, &t).await.unwrap().expires_at, exp);
     }
 
     #[tokio::test]

@@ -2,6 +2,7 @@
 //! host that streams), and the parts both lanes share (creating a task, answering with input
 //! requests, running a tool inline).
 
+use super::deadline::{Delivery, InlinePlan, token_expired, until};
 use super::*;
 
 /// The tool, caller and arguments of one inline run (`S`: borrowed while the request is in
@@ -12,25 +13,6 @@ pub(super) struct InlineRun<S> {
     pub(super) name: S,
     pub(super) arguments: Value,
 }
-
-/// How one synchronous call is answered ([`McpService::inline_plan`]).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct InlinePlan {
-    /// Answered as SSE once committed (else one JSON body).
-    pub(super) stream: bool,
-    /// How long the tool may run.
-    pub(super) budget: Duration,
-    /// Commit to SSE after this long even without a progress report (a long answer on a
-    /// streaming host), so that keep-alives can flow.
-    pub(super) commit_after: Option<Duration>,
-}
-
-/// See [`InlinePlan::commit_after`]: well inside any client's or gateway's wait for the first
-/// byte, long enough that nearly every synchronous answer is still one JSON body.
-pub(super) const COMMIT_AFTER: Duration = Duration::from_secs(10);
-
-/// What a synchronous call keeps of its invocation's time for the answer.
-pub(super) const ANSWER_MARGIN: Duration = Duration::from_secs(2);
 
 /// How a `tools/call` ends, before it becomes a response.
 pub(super) enum CallOutcome {
@@ -48,7 +30,7 @@ impl McpService {
         tenant: &str,
         name: &str,
         meta: RequestMeta,
-        sse_ok: bool,
+        delivery: Delivery,
     ) -> Result<Reply, McpError> {
         let Some(tool) = self.tools.get(name).cloned() else {
             return Err(McpError::invalid_params(format!(
@@ -96,7 +78,7 @@ impl McpService {
                 )));
             }
         };
-        let plan = self.inline_plan(sse_ok, meta.progress_token.is_some());
+        let plan = self.inline_plan(delivery, meta.progress_token.is_some());
         let make_ctx = |sink: ProgressSink| {
             JobContext::new(
                 arguments.clone(),
@@ -139,7 +121,7 @@ impl McpService {
         };
         if !plan.stream {
             let ctx = make_ctx(ProgressSink::latest_only());
-            let outcome = self.run_inline(&run, ctx, plan.budget).await;
+            let outcome = self.run_inline(&run, ctx, plan).await;
             return Ok(self.respond(&req.id, outcome));
         }
         let token = meta.progress_token.clone();
@@ -150,28 +132,6 @@ impl McpService {
             Ok(reply) => Ok(reply),
             Err(outcome) => Ok(self.respond(&req.id, outcome)),
         }
-    }
-
-    /// How a synchronous call is answered (both lanes). On a host that streams answers, a
-    /// client that takes SSE may wait up to [`ServiceConfig::stream_budget`]: the answer turns
-    /// into an SSE stream at the first progress report or after [`COMMIT_AFTER`], whichever
-    /// comes first, and the transport keeps it alive ([`crate::http`]). Otherwise the call has
-    /// the buffered budget, streamed only to carry the progress a client asked for. Either
-    /// budget ends [`ANSWER_MARGIN`] before the invocation's own deadline, if it has one.
-    pub(super) fn inline_plan(&self, sse_ok: bool, progress_token: bool) -> InlinePlan {
-        let long = self.stream_budget().filter(|_| sse_ok);
-        let budget = long.unwrap_or_else(|| within_invocation(self.config.sync_budget));
-        InlinePlan {
-            stream: long.is_some() || (progress_token && sse_ok),
-            budget,
-            commit_after: long.map(|_| COMMIT_AFTER),
-        }
-    }
-
-    /// How long a stream started now may last: the configured budget, ended in time to answer
-    /// within the invocation's own deadline; `None` on a host that buffers answers.
-    pub(super) fn stream_budget(&self) -> Option<Duration> {
-        self.config.stream_budget.map(within_invocation)
     }
 
     /// Runs an inline call whose client asked for progress (both lanes). Nothing is committed
@@ -222,7 +182,7 @@ impl McpService {
         };
         let this = self.clone();
         tokio::spawn(async move {
-            let run = this.run_inline(&run, ctx, plan.budget);
+            let run = this.run_inline(&run, ctx, plan);
             // Closing the stream is how an HTTP client cancels: the receiving end is dropped
             // with it, and the work stops.
             let outcome = tokio::select! {
@@ -424,12 +384,13 @@ impl McpService {
         }
     }
 
-    /// Runs a job inline for a synchronous call, within `budget`.
+    /// Runs a job inline for a synchronous call, within the plan's budget and until the
+    /// caller's token expires.
     pub(super) async fn run_inline<S: AsRef<str>>(
         &self,
         run: &InlineRun<S>,
         mut ctx: JobContext,
-        budget: Duration,
+        plan: InlinePlan,
     ) -> CallOutcome {
         let (tool, tenant, name, arguments) = (
             &run.tool,
@@ -467,7 +428,10 @@ impl McpService {
             }
         };
         let started = std::time::Instant::now();
-        let out = tokio::time::timeout(budget, run).await;
+        let out = tokio::select! {
+            out = tokio::time::timeout(plan.budget, run) => out.map_err(|_| Ended::Budget),
+            () = until(plan.token_expiry) => Err(Ended::TokenExpired),
+        };
         let labels = [("tool", name)];
         metrics::global().count(metric::SYNC_CALLS, &labels, 1);
         metrics::global().time(
@@ -487,36 +451,24 @@ impl McpService {
                 unreachable!("the loop only returns final steps")
             }
             Ok(Err(e)) => self.job_error(e),
-            Err(_) if policy == Policy::Optional => {
+            Err(Ended::TokenExpired) => CallOutcome::Error(token_expired()),
+            Err(Ended::Budget) if policy == Policy::Optional => {
                 CallOutcome::Error(McpError::tasks_extension_required(format!(
                     "Tool {name} needs longer than the synchronous budget: declare the \
                      {TASKS_EXTENSION} extension to run it as a task"
                 )))
             }
-            Err(_) => {
+            Err(Ended::Budget) => {
                 CallOutcome::Error(McpError::internal_with("The tool did not finish in time"))
             }
         }
     }
 }
 
-/// `budget`, ended [`ANSWER_MARGIN`] before the deadline of the invocation serving the
-/// request, when it has one.
-pub(super) fn within_invocation(budget: Duration) -> Duration {
-    match crate::clock::invocation_deadline() {
-        Some(d) => budget.min(
-            d.saturating_duration_since(tokio::time::Instant::now())
-                .saturating_sub(ANSWER_MARGIN),
-        ),
-        None => budget,
-    }
-}
-
-/// Whether the client accepts an SSE response.
-pub(super) fn accepts_sse(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(http::header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("text/event-stream"))
+/// Why an inline run stopped before its job ended.
+enum Ended {
+    /// It used up its budget.
+    Budget,
+    /// The caller's token expired.
+    TokenExpired,
 }

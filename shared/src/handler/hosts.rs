@@ -1,5 +1,32 @@
 //! `Host` and `Origin` checks: the host named by an authority.
 
+use http::HeaderMap;
+
+use crate::protocol::McpError;
+
+/// DNS-rebinding protection: `Host` and `Origin` must name one of `allowed` (any, when it is
+/// empty). Both are parsed strictly ([`authority_host`], [`origin_host`]); anything that is
+/// not a plain `host[:port]` (userinfo, a non-numeric port, stray characters) is refused.
+pub(super) fn check_host(allowed: &[String], headers: &HeaderMap) -> Result<(), McpError> {
+    if allowed.is_empty() {
+        return Ok(());
+    }
+    let ok = |name: Option<&str>| {
+        name.is_some_and(|n| allowed.iter().any(|a| a.eq_ignore_ascii_case(n)))
+    };
+    if let Some(host) = headers.get(http::header::HOST)
+        && !ok(host.to_str().ok().and_then(authority_host))
+    {
+        return Err(McpError::invalid_request("Host not allowed").with_status(403));
+    }
+    if let Some(origin) = headers.get(http::header::ORIGIN)
+        && !ok(origin.to_str().ok().and_then(origin_host))
+    {
+        return Err(McpError::invalid_request("Origin not allowed").with_status(403));
+    }
+    Ok(())
+}
+
 /// The host of a `host[:port]` authority (a `Host` header, or an `Origin`'s): a name or IPv4
 /// address of letters, digits, `-`, `.`, `_` and `~`, or an IPv6 literal in brackets (kept);
 /// the port, if any, 1 to 5 digits. `None` for anything else — userinfo (`localhost:1@evil`),

@@ -123,9 +123,9 @@ impl McpService {
         self: &Arc<Self>,
         req: &Request,
         tenant: &str,
-        sse_ok: bool,
+        delivery: super::Delivery,
     ) -> Reply {
-        match self.legacy_dispatch(req, tenant, sse_ok).await {
+        match self.legacy_dispatch(req, tenant, delivery).await {
             Ok(Answer::Json(m)) => Reply::json(200, success(&req.id, m)),
             Ok(Answer::Stream(reply)) => reply,
             Err(e) => {
@@ -141,7 +141,7 @@ impl McpService {
         self: &Arc<Self>,
         req: &Request,
         tenant: &str,
-        sse_ok: bool,
+        delivery: super::Delivery,
     ) -> Result<Answer, McpError> {
         let method = req.method.as_str();
         if self.config.tasks_only && !method.starts_with("tasks/") {
@@ -156,7 +156,7 @@ impl McpService {
                 }
                 self.legacy_tools_list()
             }
-            "tools/call" => return self.legacy_call(req, tenant, sse_ok).await,
+            "tools/call" => return self.legacy_call(req, tenant, delivery).await,
             "tasks/get" => legacy_task(&self.engine.get(tenant, &task_id_param(req)?).await?),
             "tasks/cancel" => {
                 let id = task_id_param(req)?;
@@ -232,7 +232,7 @@ impl McpService {
         self: &Arc<Self>,
         req: &Request,
         tenant: &str,
-        sse_ok: bool,
+        delivery: super::Delivery,
     ) -> Result<Answer, McpError> {
         let name = params::tool_name(&req.params)?.to_owned();
         let Some(tool) = self.tools.get(&name).cloned() else {
@@ -257,7 +257,7 @@ impl McpService {
         // A client that asked for progress and takes SSE gets its `notifications/progress`
         // on the POST's stream, and on a streaming host a long call streams, as on the 2026
         // lane.
-        let plan = self.inline_plan(sse_ok, progress_token.is_some());
+        let plan = self.inline_plan(delivery, progress_token.is_some());
         let caps = json!({});
         let make_ctx = |sink: ProgressSink| {
             JobContext::new(
@@ -331,7 +331,7 @@ impl McpService {
                     name: name.as_str(),
                     arguments: arguments.clone(),
                 };
-                let outcome = self.run_inline(&run, ctx, plan.budget).await;
+                let outcome = self.run_inline(&run, ctx, plan).await;
                 match inline_answer(&name, policy, outcome) {
                     CallOutcome::Result(m) => Ok(Answer::Json(m)),
                     CallOutcome::Error(e) => Err(e),

@@ -8,7 +8,10 @@
 //! `notifications/tasks` (the `DetailedTask` `tasks/get` returns, without `resultType`). The
 //! stream ends gracefully, with the listen result, once every agreed task has reached a
 //! terminal status (or expired), or when the stream budget runs out; a client that closes it
-//! ends it at once. The transport keeps a quiet stream alive ([`crate::http::KEEP_ALIVE`]).
+//! ends it at once. When the caller's bearer token expires first, the stream ends then with a
+//! JSON-RPC error (`-32600`, "The bearer token expired…") instead of the result: a client
+//! subscribes again with a fresh token. The transport keeps a quiet stream alive
+//! ([`crate::http::KEEP_ALIVE`]).
 //!
 //! Where the changes come from is the service's [`ChangeFeed`]: pushed by the store's writes
 //! on the local server, read at a fixed interval on Lambda (see [`LISTEN_POLL`]).
@@ -19,10 +22,11 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::sync::{Notify, mpsc};
 
+use super::deadline::{Delivery, token_expired, until};
 use super::{McpService, Reply, ReplyBody, finish};
 use crate::engine::EngineError;
 use crate::protocol::envelope::Request;
-use crate::protocol::{McpError, RequestMeta, TASKS_EXTENSION, success};
+use crate::protocol::{McpError, RequestMeta, TASKS_EXTENSION, failure, success};
 use crate::quota::RunSlots;
 use crate::store::watch::ChangeFeed;
 use crate::task::{TaskRecord, TaskStatus};
@@ -190,7 +194,7 @@ impl McpService {
         req: &Request,
         meta: &RequestMeta,
         tenant: &str,
-        sse_ok: bool,
+        delivery: Delivery,
     ) -> Result<Reply, McpError> {
         let Some(notifications) = req.params.get("notifications").and_then(Value::as_object) else {
             return Err(McpError::invalid_params(
@@ -198,7 +202,7 @@ impl McpService {
             ));
         };
         let requested = requested_ids(notifications, meta)?;
-        if !sse_ok {
+        if !delivery.sse {
             return Err(McpError::invalid_request(
                 "subscriptions/listen is answered with an SSE stream: accept text/event-stream",
             )
@@ -238,6 +242,7 @@ impl McpService {
         let mut end = Map::new();
         end.insert("_meta".into(), sub_meta.clone());
         let end = success(&req.id, finish(end, "complete", &self.meta));
+        let expired = failure(Some(&req.id), &token_expired().error);
         let watch = Subscription {
             service: self.clone(),
             tenant: tenant.to_owned(),
@@ -245,14 +250,18 @@ impl McpService {
             pending: agreed.into_iter().map(|id| (id, None)).collect(),
             tx,
         };
+        let token_expiry = delivery.token_expiry;
         tokio::spawn(async move {
-            let ended = watch.run(budget).await;
+            let ended = watch.run(budget, token_expiry).await;
             if let Some(slot) = slot {
                 slot.release().await;
             }
-            if let Some(tx) = ended {
-                let _ = tx.send(end).await;
-            }
+            let (tx, last) = match ended {
+                Ended::Done(tx) => (tx, end),
+                Ended::TokenExpired(tx) => (tx, expired),
+                Ended::Gone => return,
+            };
+            let _ = tx.send(last).await;
         });
         Ok(Reply {
             status: 200,
@@ -272,10 +281,20 @@ struct Subscription {
     tx: mpsc::Sender<Value>,
 }
 
+/// How a subscription ended.
+enum Ended {
+    /// Nothing left to watch, or the budget spent: the result goes last.
+    Done(mpsc::Sender<Value>),
+    /// The caller's token expired: the error goes last.
+    TokenExpired(mpsc::Sender<Value>),
+    /// The client went away.
+    Gone,
+}
+
 impl Subscription {
-    /// Sends changes until nothing is left to watch or `budget` is spent (then the sender,
-    /// for the closing result), or the client went away (`None`).
-    async fn run(mut self, budget: Duration) -> Option<mpsc::Sender<Value>> {
+    /// Sends changes until nothing is left to watch, `budget` is spent, the caller's token
+    /// expires (at `token_expiry`) or the client goes away.
+    async fn run(mut self, budget: Duration, token_expiry: Option<tokio::time::Instant>) -> Ended {
         let deadline = tokio::time::Instant::now() + budget;
         let wake = Arc::new(Notify::new());
         // Registered before the first read: a change after it wakes the next wait.
@@ -285,12 +304,18 @@ impl Subscription {
             ChangeFeed::Push(w) => Some(w.watch(&self.tenant, &ids, &wake)),
             ChangeFeed::Poll(_) => None,
         };
+        let expired = until(token_expiry);
+        tokio::pin!(expired);
         loop {
+            // An expired token ends the stream before anything more is sent on it.
+            if token_expiry.is_some_and(|at| tokio::time::Instant::now() >= at) {
+                return Ended::TokenExpired(self.tx);
+            }
             if !self.look().await {
-                return None;
+                return Ended::Gone;
             }
             if self.pending.is_empty() {
-                return Some(self.tx);
+                return Ended::Done(self.tx);
             }
             let next = async {
                 match &feed {
@@ -300,8 +325,9 @@ impl Subscription {
             };
             tokio::select! {
                 () = next => {}
-                () = tokio::time::sleep_until(deadline) => return Some(self.tx),
-                () = self.tx.closed() => return None,
+                () = &mut expired => return Ended::TokenExpired(self.tx),
+                () = tokio::time::sleep_until(deadline) => return Ended::Done(self.tx),
+                () = self.tx.closed() => return Ended::Gone,
             }
         }
     }

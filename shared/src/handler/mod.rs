@@ -5,9 +5,10 @@
 //! This is also the one place where errors become bytes: every [`McpError`] found below is
 //! turned into a JSON-RPC error body with its HTTP status in [`McpService::handle`].
 //!
-//! Where things are: admission (host check, authentication) and dispatch here; `tools/call`
-//! and what both lanes share in `call`; the `Host`/`Origin` parsing in `hosts`; the
-//! 2025-11-25 lane in `legacy`; `subscriptions/listen` in `listen`.
+//! Where things are: dispatch here; admission (metadata, host check, authentication) in
+//! `admit`; `tools/call` and what both lanes share in `call`; budgets, deadlines and the
+//! caller's token expiry in `deadline`; the `Host`/`Origin` parsing in `hosts`; the 2025-11-25
+//! lane in `legacy`; `subscriptions/listen` in `listen`; the operator's metrics in `scrape`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,13 +32,19 @@ use crate::protocol::{
 };
 use crate::tools::{Policy, Preflight, Registry, Tool};
 
+mod admit;
 mod call;
+mod deadline;
 mod hosts;
 mod legacy;
 mod listen;
+mod scrape;
 
-use call::{CallOutcome, InlineRun, accepts_sse};
-use hosts::{authority_host, origin_host};
+use call::{CallOutcome, InlineRun};
+use deadline::Delivery;
+
+pub use admit::Admitted;
+pub use scrape::{METRICS_PATH, metrics_reply};
 
 pub use listen::{LISTEN_POLL, MAX_SUBSCRIBED_TASKS, StreamSlots};
 
@@ -93,10 +100,6 @@ pub struct ServiceConfig {
     /// Serve `tasks/*` only (the tasks Lambda function, which gateway routing rules reach by
     /// `Mcp-Method`): every other method is `-32601`, as if it did not exist here.
     pub tasks_only: bool,
-    /// Where the process's [`crate::metrics`] are served as Prometheus text (`GET`, behind the
-    /// same host check and authentication as the endpoint); `None`: nowhere (Lambda, where
-    /// the metrics go out as EMF log lines instead).
-    pub metrics_path: Option<String>,
     /// How `subscriptions/listen` streams learn of task changes.
     pub change_feed: crate::store::watch::ChangeFeed,
     /// Most streams (long synchronous calls and subscriptions together) one tenant may have
@@ -117,7 +120,6 @@ impl Default for ServiceConfig {
             tenant: "local".into(),
             list_ttl_ms: 300_000,
             tasks_only: false,
-            metrics_path: None,
             change_feed: crate::store::watch::ChangeFeed::Poll(LISTEN_POLL),
             max_streams_per_tenant: 10,
         }
@@ -181,20 +183,6 @@ impl Reply {
 
     fn error(id: Option<&Value>, e: &McpError) -> Self {
         Self::json(e.status, failure(id, &e.error))
-    }
-}
-
-/// A request that passed [`McpService::admit`]: the caller is known, the body not read yet.
-#[derive(Debug)]
-#[must_use]
-pub struct Admitted {
-    tenant: String,
-}
-
-impl Admitted {
-    /// The caller's tenant.
-    pub fn tenant(&self) -> &str {
-        &self.tenant
     }
 }
 
@@ -301,100 +289,25 @@ impl McpService {
         }
     }
 
-    /// Everything that can be decided from the request line and headers alone, in this order:
-    /// Protected Resource Metadata (public: it is how a client learns where to get a token),
-    /// `404` for another path (reveals nothing), `403` for a `Host` or `Origin` not allowed
-    /// (DNS rebinding is refused whoever asks), `405` for a method other than POST, then the
-    /// bearer token (`401`/`403`, or `503` while the issuer's keys are unavailable), `415` for
-    /// a body that is not JSON and `413` for a declared `Content-Length` over the limit.
-    ///
-    /// The HTTP edge ([`crate::http`]) runs this before reading a byte of the body, so a
-    /// client without a valid token is answered at once and makes the server buffer nothing.
-    pub async fn admit(
-        &self,
-        method: &Method,
-        path: &str,
-        headers: &HeaderMap,
-    ) -> Result<Admitted, Reply> {
-        if let Some(reply) = self.resource_metadata(method, path) {
-            return Err(reply);
-        }
-        if self.config.metrics_path.as_deref() == Some(path) {
-            return Err(self.scrape(method, headers).await);
-        }
-        if path != self.config.endpoint_path {
-            return Err(Reply::error(
-                None,
-                &McpError::invalid_request("No MCP endpoint at this path").with_status(404),
-            ));
-        }
-        if let Err(e) = self.check_host(headers) {
-            return Err(Reply::error(None, &e));
-        }
-        if method != Method::POST {
-            let mut r = Reply::error(
-                None,
-                &McpError::invalid_request("Only POST is supported on this endpoint")
-                    .with_status(405),
-            );
-            r.headers.push(("allow", "POST".into()));
-            return Err(r);
-        }
-        let tenant = self.tenant(headers).await?;
-        let content_type = headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        if !content_type
-            .split(';')
-            .next()
-            .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-        {
-            return Err(Reply::error(
-                None,
-                &McpError::invalid_request("Content-Type must be application/json")
-                    .with_status(415),
-            ));
-        }
-        let declared = headers
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok());
-        if declared.is_some_and(|n| n > self.config.max_body_bytes as u64) {
-            return Err(Reply::error(
-                None,
-                &McpError::too_large(self.config.max_body_bytes),
-            ));
-        }
-        Ok(Admitted { tenant })
-    }
-
-    /// `GET` of the metrics path: the Prometheus text of [`crate::metrics::global`], to any
-    /// caller the endpoint would admit. The counts carry no tenant (see [`crate::metrics`]).
-    async fn scrape(&self, method: &Method, headers: &HeaderMap) -> Reply {
-        if let Err(e) = self.check_host(headers) {
-            return Reply::error(None, &e);
-        }
-        if method != Method::GET {
-            let mut r = Reply::empty(405);
-            r.headers.push(("allow", "GET".into()));
-            return r;
-        }
-        if let Err(r) = self.tenant(headers).await {
-            return r;
-        }
-        Reply {
-            status: 200,
-            headers: vec![("cache-control", "no-store".into())],
-            body: ReplyBody::Text(
-                "text/plain; version=0.0.4; charset=utf-8",
-                metrics::global().prometheus(),
-            ),
-        }
-    }
-
     /// Serves a request [`McpService::admit`] let through, now with its body.
     pub async fn handle_admitted(self: &Arc<Self>, admitted: Admitted, req: HttpRequest) -> Reply {
+        let mut reply = self.answer(admitted, req).await;
+        // After admission a 401 means one thing: the token expired while the answer was being
+        // made ([`deadline::token_expired`]). The challenge tells the client why.
+        if reply.status == 401
+            && let Some(auth) = &self.auth
+        {
+            let expired = AuthFailure::Invalid("token expired");
+            reply
+                .headers
+                .push(("www-authenticate", challenge(auth.settings(), &expired)));
+        }
+        reply
+    }
+
+    /// [`McpService::handle_admitted`]'s answer, as the lanes make it.
+    async fn answer(self: &Arc<Self>, admitted: Admitted, req: HttpRequest) -> Reply {
+        let delivery = Delivery::of(&req.headers, admitted.expires_at);
         let tenant = admitted.tenant;
         if req.body.len() > self.config.max_body_bytes {
             return Reply::error(None, &McpError::too_large(self.config.max_body_bytes));
@@ -409,11 +322,13 @@ impl McpService {
         };
         // Clients that do not speak 2026-07-28 (no `_meta` envelope, a 2025 or no version
         // header) are served by the legacy lane; everything else is untouched.
-        let sse_ok = accepts_sse(&req.headers);
         if legacy::is_legacy(&request, &req.headers) {
-            return self.legacy(&request, &tenant, sse_ok).await;
+            return self.legacy(&request, &tenant, delivery).await;
         }
-        match self.dispatch(&request, &req.headers, &tenant, sse_ok).await {
+        match self
+            .dispatch(&request, &req.headers, &tenant, delivery)
+            .await
+        {
             Ok(reply) => reply,
             Err(e) => {
                 if e.error.code == crate::protocol::INTERNAL_ERROR {
@@ -424,117 +339,12 @@ impl McpService {
         }
     }
 
-    /// Serves Protected Resource Metadata (RFC 9728), when auth is on, at
-    /// `/.well-known/oauth-protected-resource` followed by nothing, by the endpoint path, or by
-    /// the path of the resource URI — the last being exactly the path the
-    /// `401` challenge names ([`crate::auth::resource_metadata_url`]), whatever prefix the
-    /// resource URI has (`https://api.example.com/v1/mcp` → `…/oauth-protected-resource/v1/mcp`).
-    fn resource_metadata(&self, method: &Method, path: &str) -> Option<Reply> {
-        use crate::auth::{WELL_KNOWN_PRM, resource_metadata_path};
-        let auth = self.auth.as_ref()?;
-        let suffix = path.strip_prefix(WELL_KNOWN_PRM)?;
-        if !(suffix.is_empty()
-            || suffix == self.config.endpoint_path
-            || path == resource_metadata_path(&auth.settings().resource))
-        {
-            return None;
-        }
-        if method != Method::GET {
-            let mut r = Reply::empty(405);
-            r.headers.push(("allow", "GET".into()));
-            return Some(r);
-        }
-        Some(Reply::json(
-            200,
-            crate::auth::resource_metadata(auth.settings()),
-        ))
-    }
-
-    /// The caller's tenant: the local tenant without auth, else the verified token's claim.
-    /// A refusal is `401` (or `403` for a missing scope) with a `WWW-Authenticate` challenge;
-    /// when the issuer's keys cannot be had it is `503` with `Retry-After` and a JSON-RPC error
-    /// (`-32603`), with no challenge: the token is not known to be bad.
-    async fn tenant(&self, headers: &HeaderMap) -> Result<String, Reply> {
-        let Some(auth) = &self.auth else {
-            return Ok(self.config.tenant.clone());
-        };
-        let header = headers
-            .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        match auth.authenticate(header).await {
-            Ok(p) => Ok(p.tenant),
-            Err(AuthFailure::Unavailable { retry_after_secs }) => {
-                metrics::global().count(metric::AUTH_REFUSALS, &[("reason", "unavailable")], 1);
-                tracing::warn!(
-                    retry_after_secs,
-                    "request refused: the authorization server's keys are unavailable"
-                );
-                let mut r = Reply::error(
-                    None,
-                    &McpError::internal_with(
-                        "The authorization server's signing keys are unavailable; retry later",
-                    )
-                    .with_status(503),
-                );
-                r.headers
-                    .push(("retry-after", retry_after_secs.to_string()));
-                Err(r)
-            }
-            Err(failure) => {
-                // The reason is logged; the token never is.
-                tracing::info!(reason = %failure, "request refused by auth");
-                let reason = match failure {
-                    AuthFailure::Missing => "missing",
-                    AuthFailure::InsufficientScope => "scope",
-                    _ => "invalid",
-                };
-                metrics::global().count(metric::AUTH_REFUSALS, &[("reason", reason)], 1);
-                let status = match failure {
-                    AuthFailure::InsufficientScope => 403,
-                    _ => 401,
-                };
-                let mut r = Reply::empty(status);
-                r.headers
-                    .push(("www-authenticate", challenge(auth.settings(), &failure)));
-                Err(r)
-            }
-        }
-    }
-
-    /// DNS-rebinding protection: `Host` and `Origin` must name an allowed host. Both are
-    /// parsed strictly ([`authority_host`], [`origin_host`]); anything that is not a plain
-    /// `host[:port]` (userinfo, a non-numeric port, stray characters) is refused.
-    fn check_host(&self, headers: &HeaderMap) -> Result<(), McpError> {
-        if self.config.allowed_hosts.is_empty() {
-            return Ok(());
-        }
-        let allowed = |name: Option<&str>| {
-            name.is_some_and(|name| {
-                self.config
-                    .allowed_hosts
-                    .iter()
-                    .any(|a| a.eq_ignore_ascii_case(name))
-            })
-        };
-        if let Some(host) = headers.get(http::header::HOST)
-            && !allowed(host.to_str().ok().and_then(authority_host))
-        {
-            return Err(McpError::invalid_request("Host not allowed").with_status(403));
-        }
-        if let Some(origin) = headers.get(http::header::ORIGIN)
-            && !allowed(origin.to_str().ok().and_then(origin_host))
-        {
-            return Err(McpError::invalid_request("Origin not allowed").with_status(403));
-        }
-        Ok(())
-    }
-
     async fn dispatch(
         self: &Arc<Self>,
         req: &Request,
         headers: &HeaderMap,
         tenant: &str,
-        sse_ok: bool,
+        delivery: Delivery,
     ) -> Result<Reply, McpError> {
         let method = req.method.as_str();
         if !matches!(
@@ -578,10 +388,10 @@ impl McpService {
             "tools/call" => {
                 let name = params::tool_name(&req.params)?.to_owned();
                 expect_header(headers, "mcp-name", &name, true)?;
-                self.call_tool(req, headers, &tenant, &name, meta, sse_ok)
+                self.call_tool(req, headers, &tenant, &name, meta, delivery)
                     .await
             }
-            "subscriptions/listen" => self.listen(req, &meta, &tenant, sse_ok).await,
+            "subscriptions/listen" => self.listen(req, &meta, &tenant, delivery).await,
             _ => {
                 // tasks/get, tasks/update, tasks/cancel
                 // The method itself is gated by the capability, before its params are read.

@@ -330,3 +330,51 @@ async fn long_calls_count_against_the_stream_cap() {
     assert_eq!(status, 429, "{v}");
     assert!(first.recv().await.unwrap().get("result").is_some());
 }
+
+/// A caller whose token expires `in_secs` seconds from now (whole seconds, as `exp` is).
+fn expiring(in_secs: u64) -> crate::handler::Admitted {
+    crate::handler::Admitted {
+        tenant: "local".into(),
+        expires_at: Some(crate::clock::now_ms() / 1000 + in_secs),
+    }
+}
+
+/// The last message of a stream, and how long the stream lasted.
+async fn last_of(mut rx: mpsc::Receiver<Value>) -> (Value, Duration) {
+    let started = tokio::time::Instant::now();
+    let mut last = Value::Null;
+    while let Some(m) = rx.recv().await {
+        last = m;
+    }
+    (last, started.elapsed())
+}
+
+#[tokio::test(start_paused = true)]
+async fn streams_end_with_an_error_when_the_callers_token_expires() {
+    let r = rig(Some(Duration::from_secs(60)), 1);
+    let id = task(&r, "local").await;
+    // A subscription: acknowledged, then ended at the expiry, not at its 60 s budget.
+    let reply = r.service.handle_admitted(expiring(3), listen(json!([id])));
+    let (last, lasted) = last_of(stream(reply.await)).await;
+    assert_eq!(last["error"]["code"], -32600, "{last}");
+    assert_eq!(last["id"], "sub-1", "{last}");
+    assert!(lasted <= Duration::from_secs(3), "{lasted:?}");
+    // A long call streaming its progress: the run stops, the error goes last.
+    let reply = r
+        .service
+        .handle_admitted(expiring(3), wait_call(60.0, true));
+    let (last, lasted) = last_of(stream(reply.await)).await;
+    assert_eq!(last["error"]["code"], -32600, "{last}");
+    assert!(lasted <= Duration::from_secs(3), "{lasted:?}");
+    // Nothing sent yet: a plain 401, so the client gets a fresh token and asks again.
+    let reply = r
+        .service
+        .handle_admitted(expiring(3), wait_call(60.0, false));
+    let (status, v) = json_of(reply.await);
+    assert_eq!((status, v["error"]["code"].clone()), (401, json!(-32600)));
+    // Each stream gave its place back (the cap is one).
+    let reply = r
+        .service
+        .handle_admitted(expiring(60), wait_call(12.0, false));
+    assert!(stream(reply.await).recv().await.is_some());
+}

@@ -1,0 +1,100 @@
+use super::*;
+use crate::engine::TaskSettings;
+use crate::store::memory::MemoryStore;
+
+#[tokio::test]
+async fn a_task_waiting_for_a_place_is_queued_once_however_often_it_is_sent() {
+    let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
+    let (queue, rx) = LocalQueue::new();
+    let queue: Arc<dyn WorkQueue> = Arc::new(queue);
+    let registry = crate::app::serving_registry(vec![crate::tools::doubles::wait()]);
+    let engine = Engine::new(store.clone(), queue.clone(), TaskSettings::default());
+    let worker = Arc::new(Worker::new(
+        store,
+        queue.clone(),
+        registry,
+        WorkerSettings::default(),
+    ));
+    // One place, held: everything sent waits.
+    let gate = FairGate::new(1, 1);
+    let held = gate.acquire("someone-else").await;
+    let (_stop_tx, stop) = watch::channel(false);
+    tokio::spawn(run_worker_pool(
+        worker,
+        queue.clone(),
+        rx,
+        gate.clone(),
+        stop,
+    ));
+    let task = engine
+        .create_task(
+            "t",
+            "wait",
+            serde_json::json!({"seconds": 0}),
+            serde_json::Value::Null,
+            serde_json::json!({}),
+        )
+        .await
+        .unwrap();
+    // The sweep re-sends a waiting task every round: a thousand rounds.
+    for _ in 0..1000 {
+        engine.sweep(Duration::ZERO).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(gate.waiting("t"), 1, "one waiter, not one per message");
+    drop(held);
+    // It runs once its turn comes.
+    for _ in 0..100 {
+        if engine
+            .get("t", &task.task_id)
+            .await
+            .unwrap()
+            .status
+            .is_terminal()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the task never ran");
+}
+
+#[test]
+fn the_metrics_flag_is_off_an_address_or_the_default_if_free() {
+    assert_eq!(
+        MetricsListen::from_flag(None),
+        Ok(MetricsListen::IfFree(DEFAULT_METRICS_LISTEN))
+    );
+    assert_eq!(
+        MetricsListen::from_flag(Some("OFF")),
+        Ok(MetricsListen::Off)
+    );
+    assert_eq!(
+        MetricsListen::from_flag(Some("0.0.0.0:9464")),
+        Ok(MetricsListen::At("0.0.0.0:9464".parse().unwrap()))
+    );
+    assert!(MetricsListen::from_flag(Some("localhost")).is_err());
+}
+
+#[tokio::test]
+async fn a_taken_metrics_address_is_fatal_only_when_it_was_asked_for() {
+    let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = taken.local_addr().unwrap();
+    let hosts = ServiceConfig::default().allowed_hosts;
+    let quiet = metrics_listen::bind(MetricsListen::IfFree(addr), &hosts).await;
+    assert!(matches!(quiet, Ok(None)));
+    let asked = metrics_listen::bind(MetricsListen::At(addr), &hosts).await;
+    assert!(matches!(asked, Err(StartError::MetricsListen { .. })));
+    // On loopback the listener keeps the loopback names; elsewhere any host is let through.
+    let (_, names) =
+        metrics_listen::bind(MetricsListen::At("127.0.0.1:0".parse().unwrap()), &hosts)
+            .await
+            .unwrap()
+            .unwrap();
+    assert_eq!(names, hosts);
+    let (_, names) = metrics_listen::bind(MetricsListen::At("0.0.0.0:0".parse().unwrap()), &hosts)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(names.is_empty());
+}
