@@ -18,7 +18,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::jwt::jwks_file;
 use support::providers::{RESOURCE, Recipe, recipes, token};
 use support_aws::Solo;
 
@@ -90,36 +89,6 @@ fn environment(params: &[(&str, String)]) -> Vec<(String, String)> {
         env.push((var.to_owned(), value));
     }
     env
-}
-
-/// The fixture JWKS on 127.0.0.1, as a provider's `jwks_uri`.
-async fn jwks_server() -> (String, tokio::task::JoinHandle<()>) {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/keys", listener.local_addr().unwrap());
-    let body = std::fs::read_to_string(jwks_file()).unwrap();
-    let server = tokio::spawn(async move {
-        while let Ok((mut conn, _)) = listener.accept().await {
-            let body = body.clone();
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match conn.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
-                     connection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = conn.write_all(reply.as_bytes()).await;
-            });
-        }
-    });
-    (url, server)
 }
 
 /// A REST proxy event (events/mcp-tools-list.json) with `token` as its bearer, or a GET of
@@ -228,11 +197,10 @@ async fn check_recipe(r: &Recipe, jwks_url: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_providers_recipe_works_through_the_function_binaries() {
-    let (jwks_url, server) = jwks_server().await;
+    let issuer = support::jwt::Issuer::start().await;
     for r in recipes() {
-        check_recipe(&r, &jwks_url).await;
+        check_recipe(&r, &issuer.url).await;
     }
-    server.abort();
 }
 
 /// Allowed client ids without a required scope, or no resource at all: the cold start fails

@@ -4,53 +4,6 @@
 
 use super::*;
 
-/// A JWKS endpoint on 127.0.0.1 serving the fixture keys after a configurable delay.
-struct SlowIssuer {
-    url: String,
-    delay_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl SlowIssuer {
-    async fn start() -> Self {
-        use std::sync::atomic::Ordering;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/jwks", listener.local_addr().unwrap());
-        let body = std::fs::read_to_string(support::jwt::jwks_file()).unwrap();
-        let issuer = SlowIssuer {
-            url,
-            delay_ms: Default::default(),
-            hits: Default::default(),
-        };
-        let (delay, hits) = (issuer.delay_ms.clone(), issuer.hits.clone());
-        tokio::spawn(async move {
-            while let Ok((mut conn, _)) = listener.accept().await {
-                let (delay, hits, body) = (delay.clone(), hits.clone(), body.clone());
-                tokio::spawn(async move {
-                    let mut head = Vec::new();
-                    let mut buf = [0u8; 1024];
-                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match conn.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => head.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    hits.fetch_add(1, Ordering::SeqCst);
-                    let ms = delay.load(Ordering::SeqCst);
-                    tokio::time::sleep(Duration::from_millis(ms)).await;
-                    let reply = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = conn.write_all(reply.as_bytes()).await;
-                });
-            }
-        });
-        issuer
-    }
-}
-
 /// POSTs a tools/list with a bearer token; returns the status, the headers and the time taken.
 async fn post_with(c: &Client, tok: &str) -> (u16, reqwest::header::HeaderMap, String, Duration) {
     let body = c.body("tools/list", json!({}));
@@ -72,7 +25,7 @@ async fn post_with(c: &Client, tok: &str) -> (u16, reqwest::header::HeaderMap, S
 #[tokio::test]
 async fn a_cached_key_is_not_held_up_by_a_slow_jwks_refresh() {
     use std::sync::atomic::Ordering;
-    let issuer = SlowIssuer::start().await;
+    let issuer = support::jwt::Issuer::start().await;
     let (s, _dir) = start(&jwt_args("--jwks-url", &issuer.url));
     let c = s.client();
     let (status, _, _, _) = post_with(&c, &token("test-key-1")).await;
