@@ -11,9 +11,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::command::CommandTarget;
+pub use super::entry::{DeclaredEntry, Limits, TargetKind};
 use super::http::HttpTarget;
 use super::target::{Target, TargetHost};
-use super::tool::{DeclaredTool, Limits};
+use super::tool::DeclaredTool;
 use crate::tools::{Policy, Tool};
 
 /// Bounds of the per-entry limits, and their defaults (docs/tool-manifest.md).
@@ -96,46 +97,6 @@ struct TargetSpec {
     /// `command`: environment variables passed on to the program.
     #[serde(default)]
     env: Option<Vec<String>>,
-}
-
-/// One checked entry, before its target is built.
-#[derive(Debug, Clone)]
-pub struct DeclaredEntry {
-    /// `tools/list`'s name.
-    pub name: String,
-    /// `tools/list`'s title.
-    pub title: Option<String>,
-    /// `tools/list`'s description.
-    pub description: String,
-    /// `tools/list`'s `inputSchema`.
-    pub input_schema: Value,
-    /// Whether it runs as a task.
-    pub policy: Policy,
-    /// Where its steps run.
-    pub target: TargetKind,
-    /// Its limits and options.
-    pub limits: Limits,
-}
-
-/// Where an entry's steps run.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TargetKind {
-    /// An AWS Lambda function, by name or ARN.
-    Lambda(String),
-    /// An HTTPS endpoint (HTTP to loopback), with an optional secret header.
-    Http {
-        /// The URL.
-        url: String,
-        /// The secret header: its name and the variable holding its value.
-        secret: Option<(String, String)>,
-    },
-    /// A program and its arguments, with the variables it is given.
-    Command {
-        /// Program, then arguments.
-        argv: Vec<String>,
-        /// Environment variables passed on.
-        env: Vec<String>,
-    },
 }
 
 /// A manifest, read and checked.

@@ -6,6 +6,7 @@
 //! runs them exactly as it runs a Rust tool's job.
 //!
 //! - [`manifest`] — reading and checking the TOML file, and building the tools;
+//! - [`entry`] — one checked entry: what the manifest makes and a tool runs by;
 //! - [`protocol`] — the request and the answer of `mcp-tasks-step/1`;
 //! - [`tool`] — [`DeclaredTool`]: one step, one request; retries parked between tries;
 //! - [`target`] — the [`Target`] port and what a host lends targets;
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub mod command;
+pub mod entry;
 pub mod http;
 pub mod manifest;
 pub mod protocol;

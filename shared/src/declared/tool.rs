@@ -9,27 +9,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::manifest::DeclaredEntry;
+use super::entry::{DeclaredEntry, Limits};
 use super::protocol::{Answer, INPUT_METHODS, PROTOCOL, StepRequest, TaskRef, parse_answer};
 use super::target::{CallLimits, Target, TargetError};
 use crate::jobs::{JobContext, JobError, Step};
 use crate::protocol::{ErrorObject, McpError};
 use crate::tools::{RunPolicy, Tool, ToolDef};
-
-/// An entry's limits and options (docs/tool-manifest.md).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Limits {
-    /// How long one step may take.
-    pub step_timeout: Duration,
-    /// The largest answer read.
-    pub max_answer_bytes: usize,
-    /// How many times a step that failed in a retried way is asked again.
-    pub max_retries: u32,
-    /// The task's running time, when the entry bounds it below the server's limit.
-    pub max_task_wall: Option<Duration>,
-    /// Whether requests carry the tenant.
-    pub pass_tenant: bool,
-}
 
 /// The first pause before a retry; it doubles up to [`MAX_BACKOFF`], with jitter.
 pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);

@@ -7,7 +7,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use regex_lite::Regex;
 use serde_json::Value;
 
-use super::references::{fragment, resolve, strip_fragment, tokens};
+use super::keywords::count_of;
+use super::references::{fragment, percent_decode, resolve, strip_fragment, tokens};
 use super::{
     DEFAULT_BASE, DIALECT, DynamicTarget, Node, Target, Validator, escape, keywords::keyword_bit,
 };
@@ -348,10 +349,36 @@ pub(super) fn is_anchor_name(n: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-pub(super) fn count_of(v: &Value) -> Option<usize> {
-    if let Some(u) = v.as_u64() {
-        return usize::try_from(u).ok();
+impl Compiler {
+    /// Where `reference`, read under `base`, lands in `root`.
+    pub(super) fn target(
+        &self,
+        base: &str,
+        reference: &str,
+        root: &Value,
+    ) -> Option<(String, String)> {
+        let resolved = resolve(base, reference);
+        let resource = strip_fragment(&resolved);
+        let start = self.resources.get(resource)?;
+        let pointer = match fragment(&resolved) {
+            None | Some("") => start.clone(),
+            Some(f) if f.starts_with('/') => format!("{start}{}", percent_decode(f)?),
+            Some(name) => self.anchors.get(&format!("{resource}#{name}"))?.clone(),
+        };
+        root.pointer(&pointer)?;
+        let base = self.base_at(&pointer).unwrap_or(resource).to_owned();
+        Some((pointer, base))
     }
-    let f = v.as_f64()?;
-    (f >= 0.0 && f.fract() == 0.0 && f < 1e15).then_some(f as usize)
+
+    /// The base URI in force at a JSON pointer: that of the nearest indexed schema at or above
+    /// it.
+    fn base_at(&self, pointer: &str) -> Option<&str> {
+        let mut p = pointer;
+        loop {
+            if let Some(b) = self.bases.get(p) {
+                return Some(b);
+            }
+            p = &p[..p.rfind('/')?];
+        }
+    }
 }

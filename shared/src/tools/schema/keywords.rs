@@ -1,13 +1,13 @@
 //! The keywords of arrays and objects, the size keywords, `type`, and how evaluation finds
 //! the keywords a schema object has.
 
+use std::cmp::Ordering;
 use std::collections::HashSet;
 
 use regex_lite::Regex;
-use serde_json::{Map, Value};
+use serde_json::{Map, Number, Value};
 
-use super::compile::count_of;
-use super::numbers::{all_unique, is_integer};
+use super::numbers::{all_unique, is_integer, is_multiple, num_cmp};
 use super::{Ann, Cx, Path, Validator, short, short_str};
 
 impl Validator {
@@ -403,5 +403,59 @@ pub(super) fn type_names(t: &Value) -> String {
             .collect::<Vec<_>>()
             .join(" or "),
         other => short(other),
+    }
+}
+
+/// A keyword's count (`minLength`, `maxItems`, …): a non-negative integer, written with a
+/// fraction or not.
+pub(super) fn count_of(v: &Value) -> Option<usize> {
+    if let Some(u) = v.as_u64() {
+        return usize::try_from(u).ok();
+    }
+    let f = v.as_f64()?;
+    (f >= 0.0 && f.fract() == 0.0 && f < 1e15).then_some(f as usize)
+}
+
+impl Validator {
+    pub(super) fn eval_number(
+        &self,
+        kw: Keywords<'_>,
+        n: &Number,
+        at: &Path<'_>,
+        cx: &mut Cx<'_>,
+        ok: &mut bool,
+    ) -> Option<()> {
+        // Each bound: the comparison of the number with it that breaks it, and what it says.
+        let bounds = [
+            ("minimum", [Ordering::Less, Ordering::Less], "is less than"),
+            (
+                "exclusiveMinimum",
+                [Ordering::Less, Ordering::Equal],
+                "is not greater than",
+            ),
+            (
+                "maximum",
+                [Ordering::Greater, Ordering::Greater],
+                "is greater than",
+            ),
+            (
+                "exclusiveMaximum",
+                [Ordering::Greater, Ordering::Equal],
+                "is not less than",
+            ),
+        ];
+        for (keyword, breaks, says) in bounds {
+            if let Some(Value::Number(limit)) = kw.get(keyword)
+                && breaks.contains(&num_cmp(n, limit))
+            {
+                fail!(cx, ok, at, format!("{says} {limit}"));
+            }
+        }
+        if let Some(Value::Number(m)) = kw.get("multipleOf")
+            && !is_multiple(n, m)
+        {
+            fail!(cx, ok, at, format!("is not a multiple of {m}"));
+        }
+        Some(())
     }
 }

@@ -7,55 +7,8 @@ use std::fmt::Write as _;
 
 use serde_json::{Number, Value};
 
-use super::keywords::Keywords;
-use super::{Cx, Path, Validator};
-
 /// Arrays longer than this are checked for `uniqueItems` by hashing instead of pairwise.
 pub(super) const PAIRWISE_UNIQUE: usize = 32;
-
-impl Validator {
-    pub(super) fn eval_number(
-        &self,
-        kw: Keywords<'_>,
-        n: &Number,
-        at: &Path<'_>,
-        cx: &mut Cx<'_>,
-        ok: &mut bool,
-    ) -> Option<()> {
-        // Each bound: the comparison of the number with it that breaks it, and what it says.
-        let bounds = [
-            ("minimum", [Ordering::Less, Ordering::Less], "is less than"),
-            (
-                "exclusiveMinimum",
-                [Ordering::Less, Ordering::Equal],
-                "is not greater than",
-            ),
-            (
-                "maximum",
-                [Ordering::Greater, Ordering::Greater],
-                "is greater than",
-            ),
-            (
-                "exclusiveMaximum",
-                [Ordering::Greater, Ordering::Equal],
-                "is not less than",
-            ),
-        ];
-        for (keyword, breaks, says) in bounds {
-            if let Some(Value::Number(limit)) = kw.get(keyword)
-                && breaks.contains(&num_cmp(n, limit))
-            {
-                fail!(cx, ok, at, format!("{says} {limit}"));
-            }
-        }
-        if let Some(Value::Number(m)) = kw.get("multipleOf")
-            && !is_multiple(n, m)
-        {
-            fail!(cx, ok, at, format!("is not a multiple of {m}"));
-        }
-        Some(())
-    }
-}
 
 pub(super) fn is_integer(n: &Number) -> bool {
     n.is_i64()

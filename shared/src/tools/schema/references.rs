@@ -3,7 +3,6 @@
 
 use serde_json::Value;
 
-use super::compile::Compiler;
 use super::{Ann, Cx, DynamicTarget, Path, Validator};
 
 impl Validator {
@@ -58,40 +57,6 @@ impl Validator {
             }
         }
         (&d.target.tokens, &d.target.base)
-    }
-}
-
-impl Compiler {
-    /// Where `reference`, read under `base`, lands in `root`.
-    pub(super) fn target(
-        &self,
-        base: &str,
-        reference: &str,
-        root: &Value,
-    ) -> Option<(String, String)> {
-        let resolved = resolve(base, reference);
-        let resource = strip_fragment(&resolved);
-        let start = self.resources.get(resource)?;
-        let pointer = match fragment(&resolved) {
-            None | Some("") => start.clone(),
-            Some(f) if f.starts_with('/') => format!("{start}{}", percent_decode(f)?),
-            Some(name) => self.anchors.get(&format!("{resource}#{name}"))?.clone(),
-        };
-        root.pointer(&pointer)?;
-        let base = self.base_at(&pointer).unwrap_or(resource).to_owned();
-        Some((pointer, base))
-    }
-
-    /// The base URI in force at a JSON pointer: that of the nearest indexed schema at or above
-    /// it.
-    fn base_at(&self, pointer: &str) -> Option<&str> {
-        let mut p = pointer;
-        loop {
-            if let Some(b) = self.bases.get(p) {
-                return Some(b);
-            }
-            p = &p[..p.rfind('/')?];
-        }
     }
 }
 
