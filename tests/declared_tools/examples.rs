@@ -108,7 +108,10 @@ target = {{ command = ["sh", "-c", 'req=$(cat); printf "%s\n" "$req" >> "$STEP_L
 
     /// Starts (or restarts) the server over the rig's data directory.
     pub fn start(&self, extra: &[&str]) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-tasks"));
+        // `MCP_TASKS_BIN` names another build (the overhead benchmark runs a release one).
+        let bin = std::env::var("MCP_TASKS_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_mcp-tasks").to_owned());
+        let mut cmd = Command::new(bin);
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         let data = self.dir.path().join("data");
         let manifest = self.manifest.display().to_string();

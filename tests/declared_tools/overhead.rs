@@ -5,7 +5,9 @@
 //! A benchmark, run by hand:
 //!
 //! ```text
-//! cargo test --release -p mcp-tasks --all-features --test declared_tools overhead -- --ignored --nocapture
+//! cargo build --release -p mcp-tasks
+//! MCP_TASKS_BIN=target/release/mcp-tasks \
+//!   cargo test -p mcp-tasks --all-features --test declared_tools overhead -- --ignored --nocapture
 //! ```
 
 use std::time::{Duration, Instant};
