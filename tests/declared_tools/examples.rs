@@ -36,6 +36,10 @@ pub struct Rig {
     _helpers: Vec<Helper>,
 }
 
+/// The `command` rig's wrapper around the example script (`sh -c WRAPPER SCRIPT`): it logs each
+/// request and its process group (the wrapper execs the script: the group's leader).
+pub const COMMAND_WRAPPER: &str = r#"req=$(cat); printf "%s\n" "$req" >> "$STEP_LOG"; echo $$ >> "$STEP_LOG.pids"; printf "%s" "$req" | exec "$0""#;
+
 const SCHEMA_REPORT: &str = r#"{ type = "object", required = ["month"], properties = { month = { type = "string" }, parts = { type = "integer" }, confirm = { type = "boolean" }, pace_ms = { type = "integer" } } }"#;
 const SCHEMA_COUNTDOWN: &str = r#"{ type = "object", required = ["from"], properties = { from = { type = "integer" }, confirm = { type = "boolean" }, pace_ms = { type = "integer" } } }"#;
 
@@ -57,7 +61,7 @@ impl Rig {
                     r#"name = "countdown"
 description = "Counts down."
 input_schema = {SCHEMA_COUNTDOWN}
-target = {{ command = ["sh", "-c", 'req=$(cat); printf "%s\n" "$req" >> "$STEP_LOG"; echo $$ >> "$STEP_LOG.pids"; printf "%s" "$req" | exec "$0"', "{}"], env = ["STEP_LOG"] }}"#,
+target = {{ command = ["sh", "-c", '{COMMAND_WRAPPER}', "{}"], env = ["STEP_LOG"] }}"#,
                     script.display()
                 )
             }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::examples::{Kind, Rig};
+use super::examples::{COMMAND_WRAPPER, Kind, Rig};
 use super::repo;
 
 /// Steps per task (and direct calls per target).
@@ -40,12 +40,16 @@ async fn direct(rig: &Rig, url: Option<&str>) -> Duration {
         match rig.kind {
             Kind::Command => {
                 use std::io::Write as _;
-                let mut child =
-                    std::process::Command::new(repo().join("examples/shell/countdown.sh"))
-                        .stdin(std::process::Stdio::piped())
-                        .stdout(std::process::Stdio::piped())
-                        .spawn()
-                        .unwrap();
+                // The very command the manifest names (the logging wrapper around the script).
+                let mut child = std::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(COMMAND_WRAPPER)
+                    .arg(repo().join("examples/shell/countdown.sh"))
+                    .env("STEP_LOG", &rig.log)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
                 child
                     .stdin
                     .take()
