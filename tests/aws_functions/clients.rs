@@ -1,5 +1,7 @@
 //! The `call` CLI, 2025-11-25 clients and inline progress, through the functions.
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 
 use crate::support::Client;
@@ -131,7 +133,26 @@ async fn a_legacy_client_runs_lists_and_reads_a_task_through_the_functions() {
 /// (the wait ends a margin before it), instead of being killed at 10 s (a bare 502).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_tasks_result_on_the_tasks_function_answers_within_its_timeout() {
-    let Some(env) = Env::start("legacy_result_deadline", Options::default()).await else {
+    legacy_result_within_the_timeout("legacy_result_deadline", Options::default()).await;
+}
+
+/// The same under the local serverless run's deadline (`cargo lambda watch` hands every
+/// invocation one already past): the function takes its deployed timeout (10 s) instead,
+/// so it answers as a deployment would; it used to wait the whole 25 s budget, past the
+/// timeout the emulated runtime still enforces. Prints the answer's time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_tasks_result_under_a_past_deadline_answers_within_the_deployed_timeout() {
+    let options = Options {
+        past_deadlines: true,
+        // The worker's deployed timeout, which it now takes under a past deadline.
+        worker_timeout: Duration::from_secs(900),
+        ..Options::default()
+    };
+    legacy_result_within_the_timeout("legacy_result_past_deadline", options).await;
+}
+
+async fn legacy_result_within_the_timeout(test: &str, options: Options) {
+    let Some(env) = Env::start(test, options).await else {
         return;
     };
     let c = env.client();
@@ -150,6 +171,7 @@ async fn legacy_tasks_result_on_the_tasks_function_answers_within_its_timeout() 
         .to_owned();
     let body = json!({"jsonrpc": "2.0", "id": 41, "method": "tasks/result",
                       "params": {"taskId": id}});
+    let asked = std::time::Instant::now();
     let answer = reqwest::Client::new()
         .post(&env.url)
         .header("content-type", "application/json")
@@ -162,6 +184,10 @@ async fn legacy_tasks_result_on_the_tasks_function_answers_within_its_timeout() 
         .expect("the front answers");
     let status = answer.status().as_u16();
     let text = answer.text().await.unwrap_or_default();
+    println!(
+        "LEGACY TASKS/RESULT [{test}] answered {status} after {:.1} s (the tasks function's timeout: 10 s)",
+        asked.elapsed().as_secs_f64()
+    );
     assert_eq!(status, 200, "the tasks function timed out: {text}");
     let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     assert_eq!(v["id"], 41, "{v}");

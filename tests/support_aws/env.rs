@@ -40,6 +40,9 @@ pub struct Options {
     pub streaming: bool,
     /// `STREAM_SECONDS` of the mcp function when streaming (`None`: its default, 840).
     pub stream_seconds: Option<u64>,
+    /// Every function is handed a deadline already past, as under `cargo lambda watch` (the
+    /// local serverless run); each invocation is still stopped at its real timeout.
+    pub past_deadlines: bool,
 }
 
 impl Default for Options {
@@ -49,6 +52,7 @@ impl Default for Options {
             sweep_stale_seconds: 1,
             streaming: true,
             stream_seconds: None,
+            past_deadlines: false,
         }
     }
 }
@@ -155,6 +159,8 @@ impl Env {
                 .await;
             background.push(proxy);
             let (api, server) = RuntimeApi::start(who).await;
+            api.past_deadlines
+                .store(options.past_deadlines, Ordering::Relaxed);
             background.push(server);
             let mut cmd = Command::new(exe);
             cmd.env_clear()

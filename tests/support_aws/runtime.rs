@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -65,6 +65,10 @@ pub struct RuntimeApi {
     pub addr: SocketAddr,
     /// Invocations handed to the function.
     pub invocations: AtomicU64,
+    /// Whether invocations are handed a fixed deadline already past, as `cargo lambda watch`
+    /// (the local serverless run) hands them; the invocation is still stopped at its real
+    /// timeout, as a deployment would stop it.
+    pub past_deadlines: AtomicBool,
     /// The X-Ray trace root (`Root=1-…`) each invocation was given, in order.
     pub trace_roots: Mutex<Vec<String>>,
     /// When each taken invocation was handed over, until it is answered.
@@ -93,6 +97,7 @@ impl RuntimeApi {
             dead: Mutex::new(None),
             addr: listener.local_addr().unwrap(),
             invocations: AtomicU64::new(0),
+            past_deadlines: AtomicBool::new(false),
             taken_at: Mutex::new(HashMap::new()),
             trace_roots: Mutex::new(Vec::new()),
             busy_ms: AtomicU64::new(0),
@@ -207,7 +212,14 @@ async fn next(State(api): State<Arc<RuntimeApi>>) -> Response {
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "application/json")
         .header("lambda-runtime-aws-request-id", &inv.id)
-        .header("lambda-runtime-deadline-ms", deadline.to_string())
+        .header("lambda-runtime-deadline-ms", {
+            let told = if api.past_deadlines.load(Ordering::Relaxed) {
+                PAST_DEADLINE_MS
+            } else {
+                deadline
+            };
+            told.to_string()
+        })
         .header(
             "lambda-runtime-invoked-function-arn",
             format!(
@@ -228,6 +240,9 @@ async fn next(State(api): State<Arc<RuntimeApi>>) -> Response {
         .body(Body::from(inv.event))
         .unwrap()
 }
+
+/// The deadline `cargo lambda watch` hands every invocation: fixed, and long past.
+const PAST_DEADLINE_MS: u64 = 1_700_000_000_000;
 
 pub(super) fn accepted() -> Response {
     (StatusCode::ACCEPTED, axum::Json(json!({"status": "OK"}))).into_response()

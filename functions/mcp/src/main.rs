@@ -27,7 +27,7 @@ async fn serve() -> Result<(), Error> {
     // Each request runs within its invocation's deadline; its metrics go out after it.
     let handler = service_fn(move |req: Request| {
         let deadline = req.lambda_context_ref().map(|c| c.deadline());
-        http_invocation("mcp", streamed, deadline, router.clone().oneshot(req))
+        http_invocation(Role::Mcp, streamed, deadline, router.clone().oneshot(req))
     });
     if streamed {
         run_with_streaming_response(handler).await

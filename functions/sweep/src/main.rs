@@ -11,11 +11,10 @@ async fn handler(
     sweeper: &Sweeper,
     event: LambdaEvent<EventBridgeEvent>,
 ) -> Result<SweepReport, Error> {
-    // Within the invocation's deadline (none under `cargo lambda watch`, which sends one
-    // already past): a sweep cut short resumes in the next run.
-    let report = sweeper
-        .run(request_deadline(event.context.deadline()))
-        .await;
+    // Within the invocation's deadline (under `cargo lambda watch`, which sends one already
+    // past, the deployed timeout's): a sweep cut short resumes in the next run.
+    let deadline = request_deadline(event.context.deadline(), Role::Sweep);
+    let report = sweeper.run(Some(deadline)).await;
     flush_metrics("sweep");
     Ok(report?)
 }

@@ -22,7 +22,7 @@ async fn serve() -> Result<(), Error> {
     // answers are buffered.
     run(service_fn(move |req: Request| {
         let deadline = req.lambda_context_ref().map(|c| c.deadline());
-        http_invocation("tasks", false, deadline, router.clone().oneshot(req))
+        http_invocation(Role::Tasks, false, deadline, router.clone().oneshot(req))
     }))
     .await
 }

@@ -64,6 +64,32 @@ pub enum Role {
     Sweep,
 }
 
+impl Role {
+    /// The function's name in logs and metrics (`function` dimension).
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Mcp => "mcp",
+            Role::Tasks => "tasks",
+            Role::Worker => "worker",
+            Role::Sweep => "sweep",
+        }
+    }
+
+    /// The function's `Timeout` in template.yaml (a test holds the two together): the bound
+    /// an invocation runs within when its runtime hands it no usable deadline
+    /// ([`request_deadline`]). Lambda tells a function its deadline, never its timeout, so
+    /// each binary carries its own; a variable the template would set could drift from the
+    /// `Timeout` beside it just the same, and would be one more thing a local run must set.
+    pub fn deployed_timeout(self) -> Duration {
+        Duration::from_secs(match self {
+            Role::Mcp => 900,
+            Role::Tasks => 10,
+            Role::Worker => 900,
+            Role::Sweep => 300,
+        })
+    }
+}
+
 /// Writes what this process counted since the last call ([`crate::metrics`]) to stdout as
 /// CloudWatch Embedded Metric Format lines, one per metric and label set: Lambda hands stdout
 /// to CloudWatch Logs, which turns such lines into metrics (namespace
@@ -181,32 +207,35 @@ pub fn instant_at(deadline: SystemTime) -> Instant {
     Instant::now() + left
 }
 
-/// The deadline an HTTP request runs within ([`crate::clock::within_deadline`]), from its Lambda
-/// context's. `None` for one already past when the request starts: no real invocation starts
-/// after its deadline, but `cargo lambda watch` (the local serverless run) sends such, and
-/// taking it at its word would end every wait at once.
-pub fn request_deadline(deadline: SystemTime) -> Option<Instant> {
+/// The deadline an invocation of `role` runs within: its Lambda context's. No real invocation
+/// starts after its deadline, but `cargo lambda watch` (the local serverless run,
+/// `scripts/aws-local.sh`) hands every invocation a fixed deadline already past: taken at its
+/// word it would end every wait at once, and ignored it would let a function run longer than
+/// its deployment could (the tasks function waited 25 s on a legacy `tasks/result` where its
+/// 10 s timeout stops it). Such a deadline is replaced by the function's deployed timeout from
+/// now ([`Role::deployed_timeout`]), so a local run does what a deployment would.
+pub fn request_deadline(deadline: SystemTime, role: Role) -> Instant {
     let at = instant_at(deadline);
-    (at > Instant::now()).then_some(at)
-}
-
-/// The deadline a worker batch runs within: the Lambda context's. `cargo lambda watch` (the
-/// local serverless run, `scripts/aws-local.sh`) hands every invocation a deadline already
-/// past, which would make each job run one step and hand over; such a deadline is replaced by
-/// Lambda's longest timeout from now (the template's worker timeout), as deployed.
-pub fn worker_deadline(deadline: SystemTime) -> Instant {
-    request_deadline(deadline).unwrap_or_else(|| {
+    if at > Instant::now() {
+        return at;
+    }
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
         tracing::warn!(
-            "worker.deadline_in_the_past: taking 900 s from now (only the local emulated runtime does this)"
+            function = role.name(),
+            timeout_s = role.deployed_timeout().as_secs(),
+            "deadline_in_the_past: taking the deployed timeout from now (only the local emulated runtime does this)"
         );
-        Instant::now() + LAMBDA_MAX_TIMEOUT
-    })
+    });
+    Instant::now() + role.deployed_timeout()
 }
 
-/// Lambda's longest function timeout (the worker's in template.yaml).
-const LAMBDA_MAX_TIMEOUT: Duration = Duration::from_secs(900);
+/// The deadline a worker batch runs within ([`request_deadline`] of the worker).
+pub fn worker_deadline(deadline: SystemTime) -> Instant {
+    request_deadline(deadline, Role::Worker)
+}
 
-/// One HTTP invocation of the `function` function (`mcp`, `tasks`): `answer` runs within the
+/// One HTTP invocation of the `role` function (`mcp`, `tasks`): `answer` runs within the
 /// invocation's deadline (from the Lambda context's `deadline`, see [`request_deadline`]), so
 /// that no wait outlives the function's timeout, and what it counted is written as EMF lines
 /// once it is done ([`flush_metrics`]). When the answer is `streamed` (the mcp function
@@ -214,7 +243,7 @@ const LAMBDA_MAX_TIMEOUT: Duration = Duration::from_secs(900);
 /// without Nagle's delay (`runtime_api.rs`); a buffered answer leaves as one write, which
 /// Nagle never holds, so it skips that look through the descriptors.
 pub async fn http_invocation<F: std::future::Future>(
-    function: &str,
+    role: Role,
     streamed: bool,
     deadline: Option<SystemTime>,
     answer: F,
@@ -222,7 +251,8 @@ pub async fn http_invocation<F: std::future::Future>(
     if streamed {
         runtime_api::send_answers_without_delay();
     }
-    let out = crate::clock::within_deadline(deadline.and_then(request_deadline), answer).await;
-    flush_metrics(function);
+    let deadline = deadline.map(|d| request_deadline(d, role));
+    let out = crate::clock::within_deadline(deadline, answer).await;
+    flush_metrics(role.name());
     out
 }
