@@ -191,7 +191,7 @@ impl Engine {
             tool,
             self.settings.ttl_ms,
             self.settings.poll_interval_ms,
-            client_capabilities,
+            crate::protocol::task_capabilities(&client_capabilities),
         );
         task.checkpoint = checkpoint;
         // The same bound as when arguments lived inside the record: what a client may send

@@ -332,7 +332,8 @@ impl JobContext {
         &self.inputs
     }
 
-    /// Whether the calling client declared a capability (`elicitation`, `sampling`, `roots`).
+    /// Whether the calling client declared a capability (`elicitation`, `sampling`, `roots`:
+    /// a task remembers only these, see [`crate::protocol::task_capabilities`]).
     pub fn client_declares(&self, capability: &str) -> bool {
         crate::protocol::declares(&self.client_capabilities, capability)
     }

@@ -17,8 +17,9 @@
 //!
 //! By subject: task lifecycles (`lifecycles.rs`), a long job's hand-overs and their trace
 //! (`hand_overs.rs`), the CLI and older clients (`clients.rs`), what the function binaries
-//! link and are granted (`binaries.rs`), declared tools on lambda targets (`declared.rs`), and
-//! the measured figures (`figures.rs`); this file holds the polling and the checks they share.
+//! link and are granted (`binaries.rs`), declared tools on lambda targets (`declared.rs`), the
+//! measured figures (`figures.rs`), and what one tenant can make the deployment store, re-send
+//! and hold (`hostile.rs`); this file holds the polling and the checks they share.
 
 #[path = "../../shared/tests/common/mod.rs"]
 mod common;
@@ -32,6 +33,7 @@ mod clients;
 mod declared;
 mod figures;
 mod hand_overs;
+mod hostile;
 mod lifecycles;
 
 use std::time::Duration;

@@ -314,6 +314,24 @@ impl Env {
         DynamoStore::new(self.dynamo.clone(), self.table.clone())
     }
 
+    /// The item of `tenant`'s task as stored (`None`: no such item).
+    pub async fn item(
+        &self,
+        tenant: &str,
+        task_id: &str,
+    ) -> Option<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
+        let pk = mcp_tasks_core::aws::dynamo::pk(tenant, task_id);
+        self.dynamo
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(pk))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("reading the item")
+            .item
+    }
+
     /// Invokes the sweep function with the scheduled event; returns its report.
     pub async fn run_sweep(&self) -> Value {
         let out = self

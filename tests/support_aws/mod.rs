@@ -30,6 +30,7 @@
 //! - `xray.rs`: the stand-in X-Ray daemon;
 //! - `env.rs`: [`Env`], the four functions wired together over a fresh table and queue;
 //! - `solo.rs`: [`Solo`], one function binary alone under its own Runtime API;
+//! - `units.rs`: what DynamoDB bills for an item (its size, a put's write units);
 //! - `net.rs`: what the emulators share (loopback listeners, request ids, the clock).
 
 #![allow(dead_code)]
@@ -43,6 +44,7 @@ mod proxy;
 mod runtime;
 mod solo;
 mod streamed;
+mod units;
 mod xray;
 
 // Each test target uses its own part of the harness.
@@ -54,4 +56,5 @@ pub use self::{
     proxy::{Counts, DYNAMO_READS, DYNAMO_WRITES, granted_actions},
     runtime::{Output, RuntimeApi, Streamed},
     solo::Solo,
+    units::{item_bytes, write_units},
 };

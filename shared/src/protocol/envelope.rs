@@ -13,6 +13,10 @@ pub const MAX_STRING_BYTES: usize = 1024 * 1024;
 pub const MAX_KEY_BYTES: usize = 1024;
 /// Most members of one object or items of one array.
 pub const MAX_MEMBERS: usize = 10_000;
+/// Largest `params._meta` of a 2026-07-28 request, as compact JSON: a protocol version, client
+/// capabilities with their extensions, client info and a progress token take a few hundred
+/// bytes; past this the request is refused (`-32602`, HTTP 400) before anything is done.
+pub const MAX_META_BYTES: usize = 16 * 1024;
 
 /// One decoded POST body.
 #[derive(Debug)]
@@ -132,6 +136,11 @@ pub fn read_meta(params: &Map<String, Value>) -> Result<RequestMeta, McpError> {
     let Some(m) = m.as_object() else {
         return Err(McpError::invalid_meta("params._meta must be an object"));
     };
+    if json_len_over(m, MAX_META_BYTES) {
+        return Err(McpError::invalid_meta(format!(
+            "params._meta is larger than {MAX_META_BYTES} bytes"
+        )));
+    }
     let version = match m.get(meta::PROTOCOL_VERSION) {
         Some(Value::String(v)) => v.clone(),
         Some(_) => {
@@ -168,6 +177,29 @@ pub fn read_meta(params: &Map<String, Value>) -> Result<RequestMeta, McpError> {
         client_capabilities: caps,
         progress_token,
     })
+}
+
+/// Whether `v` as compact JSON is longer than `max` bytes; counts without building the text and
+/// stops counting past `max`.
+fn json_len_over(v: &impl serde::Serialize, max: usize) -> bool {
+    struct Counter {
+        n: usize,
+        max: usize,
+    }
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.n += buf.len();
+            if self.n > self.max {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Counter { n: 0, max };
+    serde_json::to_writer(&mut c, v).is_err()
 }
 
 /// A request's `_meta.progressToken`: none (absent or null), a string or an integer; anything
@@ -273,5 +305,22 @@ mod tests {
             let e = read_meta(bad.as_object().unwrap()).unwrap_err();
             assert_eq!((e.status, e.error.code), (400, -32602), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_oversized_meta_is_refused_without_echoing_it() {
+        let meta = |pad: usize| {
+            json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities":
+                    {"experimental": {"pad": "p".repeat(pad)}}}})
+        };
+        let fits = meta(MAX_META_BYTES - 200);
+        assert!(read_meta(fits.as_object().unwrap()).is_ok());
+        let over = meta(MAX_META_BYTES);
+        let e = read_meta(over.as_object().unwrap()).unwrap_err();
+        assert_eq!((e.status, e.error.code), (400, -32602));
+        assert_eq!(e.error.message, "params._meta is larger than 16384 bytes");
+        assert!(json_len_over(&json!("abc"), 4));
+        assert!(!json_len_over(&json!("ab"), 4));
     }
 }

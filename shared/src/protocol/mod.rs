@@ -264,6 +264,23 @@ pub fn declares(caps: &Value, name: &str) -> bool {
     caps.get(name).is_some_and(Value::is_object)
 }
 
+/// The client capabilities a job reads: which input requests it may make (see
+/// [`crate::jobs::JobContext::client_declares`]).
+pub const INPUT_CAPABILITIES: [&str; 3] = ["elicitation", "sampling", "roots"];
+
+/// What a task keeps of its creating request's capabilities: each of
+/// [`INPUT_CAPABILITIES`] it declared, as `{}` (at most 43 bytes of JSON). The task record
+/// is rewritten at every lease and checkpoint and read at every poll, so whatever else the
+/// client sent (sub-capabilities, `experimental`, extensions, padding) stays with the request.
+pub fn task_capabilities(caps: &Value) -> Value {
+    let kept: Map<String, Value> = INPUT_CAPABILITIES
+        .iter()
+        .filter(|name| declares(caps, name))
+        .map(|name| ((*name).to_owned(), json!({})))
+        .collect();
+    Value::Object(kept)
+}
+
 /// The `_meta` every result carries.
 pub fn result_meta(server_name: &str, server_version: &str) -> Value {
     json!({ meta::SERVER_INFO: { "name": server_name, "version": server_version } })
@@ -336,6 +353,24 @@ mod tests {
     fn truncate_respects_char_boundaries() {
         assert_eq!(truncate("héllo", 2), "h…");
         assert_eq!(truncate("ok", 5), "ok");
+    }
+
+    #[test]
+    fn a_task_keeps_only_the_input_capabilities_it_may_use() {
+        let padded = json!({
+            "elicitation": {"form": {}, "url": {}},
+            "sampling": {"tools": {}},
+            "roots": false,
+            "experimental": {"pad": "x".repeat(200_000)},
+            "extensions": {TASKS_EXTENSION: {}},
+        });
+        let kept = task_capabilities(&padded);
+        assert_eq!(kept, json!({"elicitation": {}, "sampling": {}}));
+        let all = json!({"elicitation": {}, "sampling": {}, "roots": {"listChanged": true}});
+        let all = task_capabilities(&all);
+        assert!(INPUT_CAPABILITIES.iter().all(|c| declares(&all, c)));
+        assert_eq!(serde_json::to_vec(&all).unwrap().len(), 43);
+        assert_eq!(task_capabilities(&json!({})), json!({}));
     }
 
     #[test]
