@@ -428,8 +428,8 @@ async fn run_worker_pool(
             match worker.handle(&msg, None).await {
                 // Too early (a tool not known yet; a sleeping job re-sent by start-up recovery,
                 // whose wake-up is rescheduled): back in the queue after the delay.
-                Ok(Outcome::Deferred(delay)) => {
-                    if let Err(e) = queue.enqueue(msg, delay).await {
+                Ok(Outcome::Deferred(next, delay)) => {
+                    if let Err(e) = queue.enqueue(next, delay).await {
                         tracing::warn!(error = %e, "deferring a task failed; the sweep re-sends it");
                     }
                 }

@@ -11,6 +11,7 @@
 //! | `job_run_ms` | timing | `tool` | one run of a job, lease taken to lease let go |
 //! | `job_handovers` | counter | `tool` | runs that saved and handed the job on (deadline) |
 //! | `lease_takeovers` | counter | `tool` | runs that found the previous run dead and took over |
+//! | `jobs_deferred` | counter | — | work messages put back because their tenant ran as many jobs as it may |
 //! | `store_conflicts` | counter | `op` | conditional writes that lost a race (re-read, decided again) |
 //! | `auth_refusals` | counter | `reason` | requests refused by authentication (`missing`, `invalid`, `scope`, `unavailable`) |
 //! | `quota_refusals` | counter | `limit` | `tools/call`s refused by a tenant quota |
@@ -54,6 +55,8 @@ pub mod name {
     pub const JOB_HANDOVERS: &str = "job_handovers";
     /// Runs that took over from a dead run.
     pub const LEASE_TAKEOVERS: &str = "lease_takeovers";
+    /// Work messages put back to wait for a running place of their tenant.
+    pub const JOBS_DEFERRED: &str = "jobs_deferred";
     /// Conditional writes that lost a race.
     pub const STORE_CONFLICTS: &str = "store_conflicts";
     /// Requests refused by authentication.

@@ -29,6 +29,15 @@ pub enum WorkKind {
     /// task's wake sequence number: a copy from an earlier sequence is stale and dropped, so
     /// duplicate deliveries never fork the chain.
     Wake(u32),
+    /// The job waits for one of its tenant's running places (re-sent at each deferral), for
+    /// the task's waiting sequence number `seq`; when `renew_at_ms` has passed, the worker
+    /// renews the task's waiting mark before sending it on (see `worker/wait.rs`).
+    Waiting {
+        /// The task's [`waiting_seq`](crate::task::TaskRecord::waiting_seq) it was sent for.
+        seq: u32,
+        /// When the mark is renewed (epoch ms).
+        renew_at_ms: u64,
+    },
 }
 
 /// One unit of work: which task to advance.

@@ -182,6 +182,18 @@ pub struct TaskRecord {
     /// for its window counted from this time (epoch ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep_after_ms: Option<u64>,
+    /// While the job waits for one of its tenant's running places: until when its waiting
+    /// message vouches for it (epoch ms). That message, re-sent at every deferral, renews
+    /// this before then; the sweep leaves the task alone until it has been quiet for its
+    /// window past it. A run taking the task clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_until_ms: Option<u64>,
+    /// The waiting sequence: bumped (conditionally) by every renewal of
+    /// [`waiting_until_ms`](Self::waiting_until_ms); only a
+    /// [`crate::queue::WorkKind::Waiting`] message of the current number renews it, so a
+    /// duplicate never forks the wait.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub waiting_seq: u32,
 }
 
 /// The grain of [`TaskRecord::quiet_mark_ms`]: a running job's frequent writes move its
@@ -238,6 +250,8 @@ impl TaskRecord {
             wake_seq: 0,
             sweeps: 0,
             sweep_after_ms: None,
+            waiting_until_ms: None,
+            waiting_seq: 0,
         }
     }
 
@@ -252,7 +266,8 @@ impl TaskRecord {
     /// What the orphan sweep orders its candidates by: `None` unless the task is `working`
     /// (a task waiting for input or finished is never the sweep's), else the latest of its
     /// last update (rounded down to [`QUIET_GRAIN_MS`]), its wake time and
-    /// [`sweep_after_ms`](Self::sweep_after_ms). A task quiet for a window `w` at time `now`
+    /// [`sweep_after_ms`](Self::sweep_after_ms) (and, while it waits for a running place,
+    /// [`waiting_until_ms`](Self::waiting_until_ms)). A task quiet for a window `w` at time `now`
     /// (see `Engine::sweep`) always has a mark at or before `now - w`; the converse need not
     /// hold (the rounding, a live lease), so the sweep checks each candidate it reads.
     pub fn quiet_mark_ms(&self) -> Option<u64> {
@@ -261,6 +276,7 @@ impl TaskRecord {
             updated
                 .max(self.wake_at_ms.unwrap_or(0))
                 .max(self.sweep_after_ms.unwrap_or(0))
+                .max(self.waiting_until_ms.unwrap_or(0))
         })
     }
 

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use mcp_tasks_core::store::{StoreError, TaskRef, TaskStore as _};
 use serde_json::{Value, json};
 
 use crate::support_aws::{Env, Options, item_bytes, write_units};
@@ -100,4 +101,102 @@ async fn padded_meta_never_reaches_the_task_record() {
         );
     }
     env.report("padded _meta");
+}
+
+/// Messages waiting in the queue, visible or delayed: not those a worker holds, which a
+/// deferral deletes once it has sent their next (counting both would count a task twice).
+async fn queued_messages(env: &Env) -> u64 {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let out = env
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&env.queue_url)
+        .attribute_names(A::All)
+        .send()
+        .await
+        .expect("the queue's attributes");
+    let attrs = out.attributes().cloned().unwrap_or_default();
+    [
+        A::ApproximateNumberOfMessages,
+        A::ApproximateNumberOfMessagesDelayed,
+    ]
+    .iter()
+    .map(|a| {
+        attrs
+            .get(a)
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{a:?} in {attrs:?}"))
+    })
+    .sum()
+}
+
+/// A job deferred because its tenant runs as many jobs as it may (here one) stays `working`,
+/// unleased and quiet: the sweep used to take each for an orphan and send it again, and each
+/// copy then waited and was re-sent on its own (20 tasks that had waited past the sweep's
+/// patience with a queue backlog became 40 looping messages after one sweep, never reaching
+/// the dead-letter queue). Now a deferral marks the task and
+/// the sweep leaves it alone. Prints the queue's waiting messages before and after one sweep
+/// (`WAITING JOBS`) and asserts at most one a task, nothing re-sent by the sweep, and
+/// the deferrals counted (`jobs_deferred`, the metric an alarm can watch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_never_multiplies_jobs_waiting_for_their_tenants_place() {
+    const TASKS: usize = 21;
+    // The worker's 4 s invocations: the job holding the tenant's one place hands over every
+    // few seconds, and each batch defers the others.
+    let extra = [("worker", "MAX_RUNNING_JOBS_PER_TENANT", "1".to_string())];
+    let Some(env) = Env::start_with("waiting_jobs", Options::default(), &extra).await else {
+        return;
+    };
+    let c = env.client().with_tasks();
+    // Long chains, paced under a second a step: one runs, the others wait their turn.
+    let mut ids = Vec::new();
+    for i in 0..TASKS {
+        let args = json!({"seed": format!("w{i}"), "rounds": 200_000_000u64, "pace_ms": 900});
+        let r = c.tool("hash_chain", args).await;
+        ids.push(r["taskId"].as_str().expect("a task").to_owned());
+    }
+    // Every one deferred at least once; then, as if they had waited two hours (past the
+    // sweep's patience with a queue backlog, `BACKLOG_PATIENCE`), quiet since then.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let store = env.store();
+    for id in &ids {
+        let key = TaskRef {
+            tenant: TENANT,
+            task_id: id,
+        };
+        loop {
+            let mut t = store.get(key).await.unwrap().expect("the task");
+            t.last_updated_at_ms -= 2 * 3600 * 1000;
+            match store.update(&t).await {
+                Ok(_) => break,
+                Err(StoreError::Conflict) => continue,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    let before = queued_messages(&env).await;
+    let report = env.run_sweep().await;
+    // Two deferral rounds: whatever the sweep sent has been received and handled.
+    tokio::time::sleep(crate::DEFER_ROUNDS).await;
+    let after = queued_messages(&env).await;
+    println!(
+        "WAITING JOBS {TASKS} tasks sharing their tenant's one place: {before} messages \
+         before the sweep, sweep re-sent {}, {after} messages after (one a task: {TASKS})",
+        report["requeued"],
+    );
+    for id in &ids {
+        let t = c.get_task(id).await;
+        assert_eq!(t["status"], "working", "{t}");
+    }
+    assert_eq!(report["requeued"], 0, "{report}");
+    assert!(after <= TASKS as u64, "{after} messages for {TASKS} tasks");
+    let deferred = crate::emf_sum(&env, Some("worker"), "jobs_deferred", &[]);
+    assert!(
+        deferred >= TASKS as u64 - 1,
+        "deferrals counted: {deferred}"
+    );
+    for id in &ids {
+        c.call("tasks/cancel", json!({"taskId": id})).await;
+    }
+    env.report("20 jobs waiting for their tenant's place, one sweep");
 }

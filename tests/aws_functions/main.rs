@@ -47,6 +47,9 @@ const WITHIN: Duration = Duration::from_secs(30);
 /// The tenant of every request with `AUTH_MODE=none`.
 const TENANT: &str = "local";
 
+/// Two rounds of deferral (a message waiting for its tenant's place comes back every 5 s).
+const DEFER_ROUNDS: Duration = Duration::from_secs(11);
+
 /// How often the tests poll `tasks/get` (the tasks suggest 1 s; faster keeps the test short).
 const POLL: Duration = Duration::from_millis(250);
 

@@ -281,12 +281,14 @@ fn verdict(t: &TaskRecord, now: u64, stale_ms: u64, backlog: Option<u64>) -> Ver
         return Verdict::Live;
     }
     // A sleeping job is brought back by its own delayed message; only one that should have
-    // woken a window ago and did not is an orphan. A task the sweep re-sent waits out its
+    // woken a window ago and did not is an orphan. So is a job waiting for a running place:
+    // its message renews its mark while it waits. A task the sweep re-sent waits out its
     // back-off.
     let quiet_since = t
         .last_updated_at_ms
         .max(t.wake_at_ms.unwrap_or(0))
-        .max(t.sweep_after_ms.unwrap_or(0));
+        .max(t.sweep_after_ms.unwrap_or(0))
+        .max(t.waiting_until_ms.unwrap_or(0));
     let quiet = now.saturating_sub(quiet_since);
     if quiet < stale_ms {
         return Verdict::Live;

@@ -75,7 +75,7 @@ impl Worker {
                     < self.settings.unknown_tool_grace.as_millis() as u64
             {
                 tracing::warn!(task_id = %task.task_id, tool = %task.tool, "tool.unknown_yet: given back to the queue");
-                return Ok(Err(Outcome::Deferred(UNKNOWN_TOOL_RETRY)));
+                return Ok(Err(Outcome::Deferred(msg.clone(), UNKNOWN_TOOL_RETRY)));
             }
             let took_over = task.lease.is_some();
             if took_over {
@@ -101,9 +101,10 @@ impl Worker {
             if task.wake_at_ms.take().is_some() {
                 task.status_message = None;
             }
-            // Run again: the sweep's back-off starts over.
+            // Run again: the sweep's back-off starts over, and no wait vouches for it.
             task.sweeps = 0;
             task.sweep_after_ms = None;
+            task.waiting_until_ms = None;
             task.attempts += 1;
             match self.store.update(&task).await {
                 Ok(v) => {

@@ -41,6 +41,9 @@ mod lease;
 mod run;
 #[cfg(test)]
 mod tests;
+mod wait;
+
+pub use wait::WAIT_MARK;
 
 /// Worker timing and limits.
 #[derive(Debug, Clone)]
@@ -118,10 +121,11 @@ pub enum Outcome {
     Sleeping(Duration),
     /// Another writer took over (cancel, lost lease); nothing more for us to do.
     Superseded,
-    /// The task's tenant already runs as many jobs as it may: nothing was run or written; send
-    /// the work again after this long (an SQS consumer re-sends a fresh message and deletes
-    /// this one, so waiting its turn never counts towards the dead-letter limit).
-    Deferred(Duration),
+    /// Not now (the task's tenant already runs as many jobs as it may, or its tool is not
+    /// known yet): nothing was run; send this message (the one handled, or the next of its
+    /// wait, see `worker/wait.rs`) after this long (an SQS consumer re-sends a fresh message
+    /// and deletes this one, so waiting its turn never counts towards the dead-letter limit).
+    Deferred(WorkMessage, Duration),
     /// A sleeping job's message came before its wake time: send this message (the next hop of
     /// its wake-up chain) after this long, and delete the one handled.
     Rescheduled(WorkMessage, Duration),
@@ -139,7 +143,7 @@ impl Outcome {
             Outcome::Continued => "continued",
             Outcome::Sleeping(_) => "sleeping",
             Outcome::Superseded => "superseded",
-            Outcome::Deferred(_) => "deferred",
+            Outcome::Deferred(..) => "deferred",
             Outcome::Rescheduled(..) => "rescheduled",
         }
     }
@@ -242,7 +246,7 @@ impl Worker {
         let max = self.settings.quotas.max_running_jobs;
         if !slots.take(&msg.tenant, &owner, max, until).await? {
             tracing::info!(task_id = %msg.task_id, max, "quota.deferred: the tenant runs as many jobs as it may");
-            return Ok(Outcome::Deferred(DEFER_DELAY));
+            return self.wait_turn(msg).await;
         }
         let outcome = self.handle_as(msg, &owner, Some(deadline)).await;
         if let Err(e) = slots.release(&msg.tenant, &owner).await {

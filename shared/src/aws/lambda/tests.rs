@@ -99,6 +99,11 @@ fn optional_variables_have_gateway_friendly_defaults() {
 #[test]
 fn the_retry_policy_never_polls_forever_and_never_kills_a_live_run() {
     let busy = Ok(Outcome::Busy(Duration::from_secs(3)));
+    let waiting = WorkMessage {
+        tenant: "t".into(),
+        task_id: "tsk_1".into(),
+        kind: crate::queue::WorkKind::Start,
+    };
     let err: Result<Outcome, WorkerError> = Err(StoreError::backend("down").into());
     assert_eq!(decide(&busy, false), Action::Retry);
     assert_eq!(decide(&busy, true), Action::Done);
@@ -109,7 +114,10 @@ fn the_retry_policy_never_polls_forever_and_never_kills_a_live_run() {
         Err(crate::queue::QueueError::new("down").into());
     assert_eq!(decide(&lost_continuation, true), Action::Retry);
     assert_eq!(
-        decide(&Ok(Outcome::Deferred(Duration::from_secs(5))), true),
+        decide(
+            &Ok(Outcome::Deferred(waiting, Duration::from_secs(5))),
+            true
+        ),
         Action::Done
     );
     for o in [

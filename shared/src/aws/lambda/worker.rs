@@ -159,7 +159,7 @@ impl SqsWorker {
         // count starts again), then this one is deleted. Should the send fail, this one is
         // retried instead.
         let resend = match &outcome {
-            Ok(Outcome::Deferred(delay)) => Some((msg.clone(), *delay)),
+            Ok(Outcome::Deferred(next, delay)) => Some((next.clone(), *delay)),
             Ok(Outcome::Rescheduled(next, delay)) => Some((next.clone(), *delay)),
             _ => None,
         };

@@ -116,7 +116,7 @@ async fn an_unknown_tool_is_waited_for_then_failed() {
         kind: WorkKind::Start,
     };
     let out = r.worker.handle(&msg(&young), None).await.unwrap();
-    assert_eq!(out, Outcome::Deferred(UNKNOWN_TOOL_RETRY));
+    assert_eq!(out, Outcome::Deferred(msg(&young), UNKNOWN_TOOL_RETRY));
     let kept = status(&r, &msg(&young)).await;
     assert_eq!(kept, young, "nothing written while waiting for the tool");
 

@@ -18,6 +18,7 @@ mod crashes;
 mod deadlines;
 mod delivery;
 mod sleep;
+mod waiting;
 
 /// Counts to `n` in steps of `ms`, recording how many times it finished.
 struct Counter {
