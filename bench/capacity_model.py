@@ -33,6 +33,11 @@ ACCOUNT_CONCURRENCY = 1000
 PARTITION_WRITES = 1000  # DynamoDB: writes per second one partition takes
 SQS_IN_FLIGHT = 120_000  # standard queue: received, not yet deleted
 BATCH = 10  # the worker's SQS batch size (template: BatchSize 10)
+# An invocation that runs fewer than half a batch's jobs for UNDERUSED_S while messages wait
+# hands its jobs over (aws/lambda/worker.rs), so while work waits each invocation runs at
+# least this many; a job that pauses for over a second parks and holds none.
+MIN_PER_INVOCATION = BATCH // 2
+UNDERUSED_S = 10
 POLL_FLOOR_S = 1.0  # pollIntervalMs floor (Claude Code polls at it)
 POLL_CEILING_S = 30.0  # the longest interval a job's estimate may ask for
 
@@ -59,6 +64,9 @@ def bounds(p):
     mcp_exec = rate * CREATE_MS / 1000
     tasks_exec = rate * POLL_MS / 1000
     stream_exec = rate * p["StreamSeconds"]  # streams opened at the full rate, held to the end
+    tenant_jobs = min(per_tenant_jobs, jobs)
+    tenant_invocations = min(workers, -(-tenant_jobs // MIN_PER_INVOCATION))
+    tenant_full = min(workers, -(-tenant_jobs // BATCH))
     rows = [
         ("requests per second per API stage, all tenants", f"{rate:.0f}/s (+{p['ApiThrottleBurstLimit']:.0f} burst)",
          "ApiThrottleRateLimit / BurstLimit (tool calls and, without DomainName, polls share the mcp stage)",
@@ -67,10 +75,15 @@ def bounds(p):
          "TaskCreatePerSecond / TaskCreateBurst", "a tool error with retryAfterMs"),
         ("tasks polled at once at the 1 s floor / at 30 s", f"{rate * POLL_FLOOR_S:.0f} / {rate * POLL_CEILING_S:.0f}",
          "the poll rate x pollIntervalMs (a job that says how long it needs is polled less)", "polls beyond the rate get 429"),
-        ("jobs running at once, all tenants", f"{jobs:.0f}",
-         f"WorkerMaxConcurrency ({workers:.0f}) x batch {BATCH}", "work waits in the queue, never lost (the oldest message ages)"),
+        ("jobs running at once, all tenants", f"{jobs:.0f} (at least {workers * MIN_PER_INVOCATION:.0f} while work waits)",
+         f"WorkerMaxConcurrency ({workers:.0f}) x batch {BATCH}; an invocation running under half a batch for "
+         f"{UNDERUSED_S} s while work waits hands its jobs over, and a job pausing over a second parks",
+         "work waits in the queue, never lost (the oldest message ages)"),
         ("jobs running at once, one tenant", f"{min(per_tenant_jobs, jobs):.0f}",
-         "MaxRunningJobsPerTenant", "its messages are re-sent with a 5 s delay; other tenants run"),
+         "MaxRunningJobsPerTenant", "its messages are re-sent with a 5 s delay, one per task (marked: the sweep leaves them); other tenants run"),
+        ("worker invocations one tenant's running jobs hold", f"{tenant_invocations:.0f} of {workers:.0f} (at full batches {tenant_full:.0f})",
+         f"MaxRunningJobsPerTenant / {MIN_PER_INVOCATION} while work waits (it held all {workers:.0f} with {workers:.0f} long jobs, one a batch)",
+         "the rest run the other tenants"),
         ("worker capacity for jobs of one ~40 ms run", f"{jobs / (SHORT_RUN_MS / 1000):,.0f}/s",
          "running places / run time (far above the request bound: creations bind first)", "queue backlog grows"),
         ("unfinished tasks, one tenant", f"{p['MaxActiveTasksPerTenant']:.0f}",

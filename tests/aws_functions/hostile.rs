@@ -200,3 +200,112 @@ async fn a_sweep_never_multiplies_jobs_waiting_for_their_tenants_place() {
     }
     env.report("20 jobs waiting for their tenant's place, one sweep");
 }
+
+/// Pauses the emulated event source mapping once no worker invocation runs.
+async fn pause_the_mapping(env: &Env) {
+    env.esm.lock().unwrap().paused = true;
+    for _ in 0..1200 {
+        {
+            let s = env.esm.lock().unwrap();
+            if s.invocation_ms.len() == s.batch_sizes.len() {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A receive under way ends with what it got.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+}
+
+/// One batch of ten: a `hash_chain` paced `pace_ms` a step and nine of one round. While the
+/// batch runs, three more tasks wait in the queue (the emulated mapping runs one invocation
+/// at a time, as a deployment at `MaximumConcurrency` does). Returns how long the batch's
+/// invocation lasted: how long the paced job kept the nine others' invocation.
+async fn batch_with_one_paced_job(env: &Env, c: &crate::support::Client, pace_ms: u64) -> u64 {
+    pause_the_mapping(env).await;
+    let first = env.esm.lock().unwrap().batch_sizes.len();
+    let paced = json!({"seed": "paced", "rounds": 200_000_000u64, "pace_ms": pace_ms});
+    let paced = c.tool("hash_chain", paced).await["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let quick = |i: usize| json!({"seed": format!("q{pace_ms}-{i}"), "rounds": 1});
+    let mut ids = Vec::new();
+    for i in 0..9 {
+        ids.push(
+            c.tool("hash_chain", quick(i)).await["taskId"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    while queued_messages(env).await < 10 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    env.esm.lock().unwrap().paused = false;
+    while env.esm.lock().unwrap().batch_sizes.len() == first {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for i in 9..12 {
+        ids.push(
+            c.tool("hash_chain", quick(i)).await["taskId"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let started = std::time::Instant::now();
+    while env.esm.lock().unwrap().invocation_ms.len() == first {
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "the batch never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (size, ms) = {
+        let s = env.esm.lock().unwrap();
+        (s.batch_sizes[first], s.invocation_ms[first])
+    };
+    assert_eq!(size, 10, "one batch of the ten");
+    for id in &ids {
+        let t = poll(c, id, Duration::from_secs(60), |t| t["status"] != "working").await;
+        assert_eq!(t["status"], "completed", "{t}");
+    }
+    let t = c.get_task(&paced).await;
+    assert_eq!(t["status"], "working", "{t}");
+    c.call("tasks/cancel", json!({"taskId": paced})).await;
+    ms
+}
+
+/// `MaximumConcurrency` counts worker invocations, and an invocation ends only when its
+/// slowest record does: one paced job used to keep its nine batch-mates' invocation until its
+/// hand-over (here 25 s of a 30 s invocation; 895 s deployed), so 50 such jobs held every
+/// invocation at the default concurrency while running 50 jobs. A pause past a second is now
+/// a parked sleep (`Step::Sleep`): the job's record ends with its step. A shorter pause is
+/// slept in place, and an invocation that runs fewer than half a batch for 10 s while work
+/// waits hands its jobs over. Prints how long each batch's invocation lasted (`PACED BATCH`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_paced_job_never_holds_its_batchs_invocation() {
+    let timeout = Duration::from_secs(30);
+    let options = Options {
+        worker_timeout: timeout,
+        ..Options::default()
+    };
+    let Some(env) = Env::start("paced_batch", options).await else {
+        return;
+    };
+    let c = env.client().with_tasks();
+    let parked = batch_with_one_paced_job(&env, &c, 2_000).await;
+    let slept = batch_with_one_paced_job(&env, &c, 500).await;
+    println!(
+        "PACED BATCH one paced job and nine quick ones, work waiting: the batch's invocation \
+         lasted {:.1} s with a 2 s pace (parked), {:.1} s with a 500 ms pace (slept in \
+         place); the hand-over is due at {} s",
+        parked as f64 / 1e3,
+        slept as f64 / 1e3,
+        timeout.as_secs() - 5
+    );
+    assert!(parked < 10_000, "a parked job held the batch {parked} ms");
+    assert!(slept < 20_000, "a pacing job held the batch {slept} ms");
+    env.report("a paced job in a batch of ten");
+}

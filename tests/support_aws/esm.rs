@@ -19,6 +19,10 @@ pub struct EsmStats {
     pub invoke_errors: u32,
     /// How long each worker invocation took, in milliseconds, in order.
     pub invocation_ms: Vec<u64>,
+    /// How many records each worker invocation carried, in the same order.
+    pub batch_sizes: Vec<usize>,
+    /// While set, the mapping receives nothing (messages wait in the queue).
+    pub paused: bool,
 }
 
 pub(super) async fn esm(
@@ -29,6 +33,10 @@ pub(super) async fn esm(
     stats: Arc<Mutex<EsmStats>>,
 ) {
     loop {
+        if stats.lock().unwrap().paused {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        }
         let invoke = |event: Value| {
             let (worker, stats) = (worker.clone(), stats.clone());
             async move {
@@ -46,6 +54,8 @@ pub(super) async fn esm(
                     tasks.dedup();
                     let mut s = stats.lock().unwrap();
                     s.batches += 1;
+                    let records = event["Records"].as_array().map_or(0, Vec::len);
+                    s.batch_sizes.push(records);
                     for t in tasks {
                         *s.invocations_by_task.entry(t).or_default() += 1;
                     }

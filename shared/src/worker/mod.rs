@@ -149,6 +149,9 @@ impl Outcome {
     }
 }
 
+/// Turns true when a run should hand its job over at its next step, deadline or not.
+pub type Release = tokio::sync::watch::Receiver<bool>;
+
 /// How long a message waits when its tenant is at its running-jobs limit.
 pub const DEFER_DELAY: Duration = Duration::from_secs(5);
 /// When a task whose tool is not known yet is tried again (within
@@ -229,11 +232,23 @@ impl Worker {
         msg: &WorkMessage,
         deadline: Option<Instant>,
     ) -> Result<Outcome, WorkerError> {
+        self.handle_releasable(msg, deadline, None).await
+    }
+
+    /// [`Worker::handle`], whose run also hands the job over at its next step once `release`
+    /// turns true (the Lambda worker's batch gives its invocation back early, see
+    /// `aws/lambda/worker.rs`).
+    pub async fn handle_releasable(
+        &self,
+        msg: &WorkMessage,
+        deadline: Option<Instant>,
+        release: Option<Release>,
+    ) -> Result<Outcome, WorkerError> {
         // A unique owner per run: a duplicate message in the same process is a different
         // owner, so it cannot share the lease.
         let owner = format!("{}-{}", self.instance, RUNS.fetch_add(1, Ordering::Relaxed));
         let (Some(slots), Some(deadline)) = (&self.slots, deadline) else {
-            return self.handle_as(msg, &owner, deadline).await;
+            return self.handle_as(msg, &owner, deadline, release).await;
         };
         // The tenant's place first: a tenant at its limit waits its turn with nothing read or
         // written. The place is held until this invocation must have ended (plus a lease, for
@@ -248,7 +263,7 @@ impl Worker {
             tracing::info!(task_id = %msg.task_id, max, "quota.deferred: the tenant runs as many jobs as it may");
             return self.wait_turn(msg).await;
         }
-        let outcome = self.handle_as(msg, &owner, Some(deadline)).await;
+        let outcome = self.handle_as(msg, &owner, Some(deadline), release).await;
         if let Err(e) = slots.release(&msg.tenant, &owner).await {
             // It frees itself when its time is up.
             tracing::warn!(task_id = %msg.task_id, error = %e, "releasing a running place failed");
@@ -261,6 +276,7 @@ impl Worker {
         msg: &WorkMessage,
         owner: &str,
         deadline: Option<Instant>,
+        release: Option<Release>,
     ) -> Result<Outcome, WorkerError> {
         let mut task = match self.acquire(msg, owner).await? {
             Ok(task) => task,
@@ -282,7 +298,9 @@ impl Worker {
             return self.finish(&mut task, owner, |t| t.fail(err.clone())).await;
         };
         let (started, name) = (Instant::now(), task.tool.clone());
-        let outcome = self.run(tool, task, arguments, owner, deadline).await;
+        let outcome = self
+            .run(tool, task, arguments, owner, deadline, release)
+            .await;
         let ran = started.elapsed().as_millis() as u64;
         metrics::global().time(metric::JOB_RUN_MS, &[("tool", &name)], ran);
         if matches!(outcome, Ok(Outcome::Continued)) {

@@ -11,6 +11,7 @@ impl Worker {
         arguments: Value,
         owner: &str,
         deadline: Option<Instant>,
+        release: Option<Release>,
     ) -> Result<Outcome, WorkerError> {
         let progress = ProgressSink::latest_only();
         let ctx = JobContext::new(
@@ -41,8 +42,10 @@ impl Worker {
         let mut stepped = false;
         let mut next_check = Instant::now() + self.settings.check_every;
         let mut last_save = Instant::now();
+        let released = || release.as_ref().is_some_and(|r| *r.borrow());
         loop {
-            if stepped && stop_at.is_some_and(|s| Instant::now() >= s) {
+            // Between steps only: a step asked to stop early is never cut short.
+            if stepped && (stop_at.is_some_and(|s| Instant::now() >= s) || released()) {
                 return self
                     .hand_over(&mut task, ctx.raw_checkpoint(), owner, deadline, None)
                     .await;

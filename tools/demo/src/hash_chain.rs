@@ -134,17 +134,19 @@ impl TypedTool for HashChain {
                 "isError": false
             })));
         }
-        if a.pace_ms > 0 {
-            tokio::time::sleep(Duration::from_millis(a.pace_ms)).await;
-        }
         // The time left at this step's pace, so that clients poll at the rate the job deserves
         // (a ten-minute chain is not polled every second).
+        let pace = Duration::from_millis(a.pace_ms);
         let steps_left = (a.rounds - cp.done).div_ceil(ROUNDS_PER_STEP);
         let steps_left = u32::try_from(steps_left).unwrap_or(u32::MAX);
-        ctx.expect_remaining(began.elapsed().saturating_mul(steps_left));
-        Ok(Step::Continue(
-            serde_json::to_value(&cp).unwrap_or_default(),
-        ))
+        ctx.expect_remaining((began.elapsed() + pace).saturating_mul(steps_left));
+        let cp = serde_json::to_value(&cp).unwrap_or_default();
+        if pace.is_zero() {
+            return Ok(Step::Continue(cp));
+        }
+        // The pause is a sleep the worker sees: past a second it parks the task, holding
+        // neither a worker nor the invocation its batch-mates share.
+        Ok(Step::Sleep(cp, pace))
     }
 }
 
@@ -223,10 +225,30 @@ mod tests {
             .await
             .unwrap();
         job.run_for(Duration::from_secs(15)).await;
-        assert_eq!(job.steps(), 1, "the second step was still pausing");
+        assert_eq!(job.steps(), 2, "pausing after the second step");
         assert!(job.cancel());
         assert_eq!(job.status(), TaskStatus::Cancelled);
-        assert_eq!(job.checkpoint()["done"], ROUNDS_PER_STEP);
+        assert_eq!(job.checkpoint()["done"], 2 * ROUNDS_PER_STEP);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_chain_sleeps_between_steps_as_the_worker_sees_it() {
+        let rounds = 2 * ROUNDS_PER_STEP + 1;
+        let mut job = ToolKit::new(HashChain)
+            .start(json!({"seed": "p", "rounds": rounds, "pace_ms": 5_000}))
+            .await
+            .unwrap();
+        match job.step().await.unwrap() {
+            Step::Sleep(cp, d) => {
+                assert_eq!(cp["done"], ROUNDS_PER_STEP);
+                assert_eq!(d, Duration::from_secs(5));
+            }
+            other => panic!("expected a sleep, got {other:?}"),
+        }
+        assert_eq!(job.saved_checkpoint()["done"], ROUNDS_PER_STEP, "saved first");
+        assert_eq!(job.run().await, TaskStatus::Completed);
+        let digest = hex(&hash_rounds(b"p", rounds));
+        assert_eq!(job.result().unwrap()["structuredContent"]["digest"], digest);
     }
 
     #[tokio::test]

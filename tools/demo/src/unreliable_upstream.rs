@@ -6,6 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::json;
 
 use mcp_tasks_core::jobs::{JobContext, JobError, Step};
 use mcp_tasks_core::protocol::{ErrorObject, INTERNAL_ERROR};
@@ -36,8 +37,13 @@ impl TypedTool for UnreliableUpstream {
         the task fails with a JSON-RPC error after `after_ms` (default 500).";
     const POLICY: Policy = Policy::TaskOnly;
 
-    async fn step(&self, a: &Args, _: &JobContext) -> Result<Step, JobError> {
-        tokio::time::sleep(Duration::from_millis(a.after_ms)).await;
+    async fn step(&self, a: &Args, ctx: &JobContext) -> Result<Step, JobError> {
+        // The wait for the upstream is a sleep the worker sees (past a second it parks the
+        // task, holding nothing), then the failure.
+        let waited: bool = ctx.checkpoint();
+        if !waited && a.after_ms > 0 {
+            return Ok(Step::Sleep(json!(true), Duration::from_millis(a.after_ms)));
+        }
         Err(JobError::Protocol(ErrorObject {
             code: INTERNAL_ERROR,
             message: "Upstream service unavailable (simulated)".into(),
@@ -51,7 +57,6 @@ mod tests {
     use super::*;
     use mcp_tasks_core::task::TaskStatus;
     use mcp_tasks_core::tools::testkit::ToolKit;
-    use serde_json::json;
 
     #[tokio::test(start_paused = true)]
     async fn the_task_fails_with_a_json_rpc_error_after_the_default_delay() {
@@ -67,6 +72,20 @@ mod tests {
             (INTERNAL_ERROR, "Upstream service unavailable (simulated)")
         );
         assert_eq!(started.elapsed(), Duration::from_millis(500));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_long_upstream_wait_is_a_sleep_the_worker_sees() {
+        let mut job = ToolKit::new(UnreliableUpstream)
+            .start(json!({"after_ms": 30_000}))
+            .await
+            .unwrap();
+        match job.step().await.unwrap() {
+            Step::Sleep(_, d) => assert_eq!(d, Duration::from_secs(30)),
+            other => panic!("expected a sleep, got {other:?}"),
+        }
+        assert_eq!(job.run().await, TaskStatus::Failed);
+        assert_eq!(job.steps(), 2, "one sleep, then the failure");
     }
 
     #[tokio::test]

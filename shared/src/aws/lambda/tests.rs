@@ -405,7 +405,8 @@ fn past_deadlines_are_the_functions_deployed_timeout() {
     assert!(instant_at(future) > Instant::now() + Duration::from_secs(9));
 }
 
-/// Each role's fallback timeout is the `Timeout` template.yaml deploys the function with.
+/// Each role's fallback timeout is the `Timeout` template.yaml deploys the function with, and
+/// the worker's batch is the event source mapping's.
 #[test]
 fn deployed_timeouts_are_the_templates() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
@@ -429,6 +430,8 @@ fn deployed_timeouts_are_the_templates() {
             "{resource}"
         );
     }
+    let batch = format!("BatchSize: {}\n", super::worker::BATCH_SIZE);
+    assert!(text.contains(&batch), "the event source mapping's {batch}");
 }
 
 #[test]

@@ -1,8 +1,17 @@
 //! The `worker` function: an SQS batch, each record handed to the worker, failures reported
 //! per record.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use super::*;
 use crate::aws::xray::MessageSegment;
+use crate::worker::Release;
+
+/// Records in a full batch: the event source mapping's `BatchSize` in template.yaml.
+pub const BATCH_SIZE: usize = 10;
+/// How long an invocation runs fewer than half a batch's records before it looks whether work
+/// waits, and hands them over if so ([`SqsWorker::handle`]).
+pub const UNDERUSED_FOR: Duration = Duration::from_secs(10);
 
 /// What to do with one SQS record once the worker is done with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,14 +102,27 @@ impl SqsWorker {
     /// Runs every record of the batch concurrently (jobs mostly wait on I/O) and reports the
     /// ones to retry (`ReportBatchItemFailures`). The worker hands over
     /// [`WorkerSettings::deadline_margin`] before `deadline`, leaving that margin for the
-    /// give-up writes and the response.
+    /// give-up writes and the response, or earlier when the invocation runs fewer than half a
+    /// batch's records for [`UNDERUSED_FOR`] while work waits in the queue.
     pub async fn handle(&self, event: SqsEvent, deadline: Instant) -> SqsBatchResponse {
+        let (release, released) = tokio::sync::watch::channel(false);
+        let running = AtomicUsize::new(event.records.len());
         // Each record within its own trace (its AWSTraceHeader), which its sends carry on.
-        let actions = join_all(event.records.iter().map(|r| {
+        let records = join_all(event.records.iter().map(|r| {
             let trace = r.attributes.get("AWSTraceHeader").map(String::as_str);
-            crate::aws::within_trace(trace, self.record(r, deadline))
-        }))
-        .await;
+            let (released, running) = (released.clone(), &running);
+            async move {
+                let action =
+                    crate::aws::within_trace(trace, self.record(r, deadline, released)).await;
+                running.fetch_sub(1, Ordering::Relaxed);
+                action
+            }
+        }));
+        tokio::pin!(records);
+        let actions = tokio::select! {
+            actions = &mut records => actions,
+            () = self.release_when_underused(&running, &release) => records.await,
+        };
         let mut response = SqsBatchResponse::default();
         for (record, action) in event.records.iter().zip(actions) {
             if action == Action::Retry {
@@ -112,11 +134,55 @@ impl SqsWorker {
         response
     }
 
+    /// Returns (and asks the batch's runs to hand over, `release`) once the invocation has
+    /// run fewer than half a batch's records for [`UNDERUSED_FOR`] while messages wait in the
+    /// queue; otherwise never. `MaximumConcurrency` counts invocations, and an invocation
+    /// lasts as long as its slowest record: without this, one long job whose batch-mates are
+    /// done holds a place meant for ten jobs until its hand-over (up to 15 minutes), and work
+    /// waits for it. Its continuation then shares a fresh batch. A batch that keeps half its
+    /// records running, or an idle queue, costs nothing but the look at the queue.
+    async fn release_when_underused(
+        &self,
+        running: &AtomicUsize,
+        release: &tokio::sync::watch::Sender<bool>,
+    ) {
+        let mut underused_since: Option<Instant> = None;
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let n = running.load(Ordering::Relaxed);
+            if n == 0 || 2 * n >= BATCH_SIZE {
+                underused_since = None;
+                continue;
+            }
+            let since = *underused_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < UNDERUSED_FOR {
+                continue;
+            }
+            match self.queue.waiting().await {
+                Ok(Some(waiting)) if waiting > 0 => {
+                    tracing::info!(
+                        running = n,
+                        waiting,
+                        "batch.released: work waits for an invocation this batch underuses"
+                    );
+                    release.send_replace(true);
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "batch.backlog_unknown"),
+            }
+            // Look again a window later.
+            underused_since = Some(Instant::now());
+        }
+    }
+
     /// Handles one record inside its X-Ray segment (sent when the handling ends, on every
     /// path; see [`crate::aws::xray`]).
-    async fn record(&self, record: &SqsMessage, deadline: Instant) -> Action {
+    async fn record(&self, record: &SqsMessage, deadline: Instant, released: Release) -> Action {
         let mut segment = MessageSegment::start(crate::aws::trace_header().as_deref());
-        let action = self.handle_record(record, deadline, &mut segment).await;
+        let action = self
+            .handle_record(record, deadline, released, &mut segment)
+            .await;
         if let Some(s) = segment.as_mut() {
             s.annotate("action", action.label());
         }
@@ -127,6 +193,7 @@ impl SqsWorker {
         &self,
         record: &SqsMessage,
         deadline: Instant,
+        released: Release,
         segment: &mut Option<MessageSegment>,
     ) -> Action {
         let message_id = record.message_id.as_deref().unwrap_or("");
@@ -148,7 +215,10 @@ impl SqsWorker {
         if let Some(s) = segment.as_mut() {
             s.annotate("task_id", msg.task_id.as_str());
         }
-        let outcome = self.worker.handle(&msg, Some(deadline)).await;
+        let outcome = self
+            .worker
+            .handle_releasable(&msg, Some(deadline), Some(released))
+            .await;
         if let Some(s) = segment.as_mut() {
             s.annotate("outcome", outcome.as_ref().map_or("error", Outcome::label));
             if outcome.is_err() {

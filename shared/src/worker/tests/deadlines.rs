@@ -110,6 +110,28 @@ async fn a_deadline_already_past_still_gets_one_step() {
     assert_eq!(status(&r, &msg).await.checkpoint.as_u64(), Some(1));
 }
 
+/// A batch that gives its invocation back early: the run finishes the step under way, then
+/// saves and hands over long before its deadline.
+#[tokio::test(start_paused = true)]
+async fn a_released_run_hands_over_at_its_next_step() {
+    let mut r = rig(fast());
+    let msg = create(&mut r, json!({"n": 100, "ms": 20})).await;
+    let (release, released) = tokio::sync::watch::channel(false);
+    let deadline = Some(Instant::now() + Duration::from_secs(600));
+    let run = r.worker.handle_releasable(&msg, deadline, Some(released));
+    let stop = async {
+        tokio::time::sleep(Duration::from_millis(110)).await;
+        release.send_replace(true);
+    };
+    let (out, ()) = tokio::join!(run, stop);
+    assert_eq!(out.unwrap(), Outcome::Continued);
+    let t = status(&r, &msg).await;
+    assert_eq!(t.lease, None);
+    let done = t.checkpoint.as_u64().unwrap();
+    assert!((5..=7).contains(&done), "stopped between steps, at {done}");
+    assert_eq!(r.rx.recv().await.unwrap().kind, WorkKind::Continue);
+}
+
 #[tokio::test]
 async fn a_job_past_its_cpu_quota_is_stopped_with_the_quota_result() {
     let mut settings = fast();
