@@ -158,8 +158,9 @@ async fn a_flooding_tenant_waits_its_turn_and_never_delays_another() {
         stop.clone(),
     ));
 
-    // A floods with long jobs that hold a worker (a paced hash chain; a `wait` would sleep
-    // without holding one): 6 accepted (its active-task quota), the rest refused.
+    // A floods with long jobs that hold a worker (a hash chain paced under a second, slept in
+    // place; a `wait`, or a pause past a second, parks without holding one): 6 accepted (its
+    // active-task quota), the rest refused.
     let mut accepted = Vec::new();
     for _ in 0..10 {
         match engine.admit("tenant-a").await {
@@ -168,7 +169,7 @@ async fn a_flooding_tenant_waits_its_turn_and_never_delays_another() {
                     .create_task(
                         "tenant-a",
                         "hash_chain",
-                        json!({"seed": "flood", "rounds": 1_000_000_000u64, "pace_ms": 1000}),
+                        json!({"seed": "flood", "rounds": 1_000_000_000u64, "pace_ms": 900}),
                         Value::Null,
                         json!({}),
                     )

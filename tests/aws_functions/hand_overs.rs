@@ -11,9 +11,10 @@ use crate::{WITHIN, assert_routed, emf_settled, poll, poll_terminal, support};
 async fn a_long_job_hands_over_at_each_deadline_and_completes_exactly() {
     // Each worker invocation has 8 s; the worker keeps min(5 s, half of what is left) as its
     // margin, so it works a little under 4 s, then hands over. Every step of 200k rounds but
-    // the last is paced 1.5 s on top of the hashing, so at most 2 paced steps fit in one
-    // invocation however fast the CPU is (the last run may add the unpaced final step), and 8
-    // steps need at least 4 invocations (2 + 2 + 3 < 8): at least 3 hand-overs. (The first
+    // the last is paced 0.9 s on top of the hashing (slept in place: a pause past a second
+    // would park the job instead), so at most 4 paced steps fit in one invocation however fast
+    // the CPU is (the last run may add the unpaced final step), and 16 steps need at least 4
+    // invocations (4 + 4 + 5 < 16): at least 3 hand-overs. (The first
     // step of a run always completes, so it must end before the deadline: hashing 200k rounds
     // in a debug build takes ~1-2 s here, which leaves room for a CI machine 3x slower.)
     let options = Options {
@@ -24,11 +25,11 @@ async fn a_long_job_hands_over_at_each_deadline_and_completes_exactly() {
         return;
     };
     let c = env.client().with_tasks();
-    let (seed, rounds) = ("functions", 1_600_000u64);
+    let (seed, rounds) = ("functions", 3_200_000u64);
     let created = c
         .tool(
             "hash_chain",
-            json!({"seed": seed, "rounds": rounds, "pace_ms": 1500}),
+            json!({"seed": seed, "rounds": rounds, "pace_ms": 900}),
         )
         .await;
     assert_eq!(created["resultType"], "task", "{created}");
@@ -46,7 +47,7 @@ async fn a_long_job_hands_over_at_each_deadline_and_completes_exactly() {
         message.ends_with(&format!(" of {rounds} rounds")),
         "{message}"
     );
-    let done = poll_terminal(&c, &id, Duration::from_secs(90)).await;
+    let done = poll_terminal(&c, &id, Duration::from_secs(180)).await;
     let runs = env.worker_invocations_for(&id);
     // One trace from the request to the last hand-over: every worker run of the task carries
     // the trace of the mcp invocation that created it (SQS's AWSTraceHeader, passed on by each

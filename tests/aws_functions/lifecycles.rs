@@ -108,8 +108,9 @@ async fn cancel_of_a_running_task_is_final() {
         return;
     };
     let c = env.client().with_tasks();
-    // A job that computes (a `wait` sleeps without a run: see the next test).
-    let args = json!({"seed": "cancel", "rounds": 4_000_000, "pace_ms": 2000});
+    // A job that computes, pausing in place between steps (a pause past a second, like a
+    // `wait`, parks it without a run: see the next test).
+    let args = json!({"seed": "cancel", "rounds": 4_000_000, "pace_ms": 900});
     let id = c.tool("hash_chain", args).await["taskId"]
         .as_str()
         .unwrap()

@@ -91,6 +91,15 @@ impl Worker {
                     return self.interrupted(&mut task, owner, i, cp, deadline).await;
                 }
             };
+            let step = match step {
+                // Too short to be worth a message: slept in place, then saved like any step's
+                // checkpoint (a job pacing its steps this way still saves its progress).
+                Ok(Step::Sleep(cp, d)) if d < PARK_AFTER => {
+                    tokio::time::sleep(d).await;
+                    Ok(Step::Continue(cp))
+                }
+                other => other,
+            };
             task.cpu_ms = base_cpu_ms + ctx.cpu_used_ms();
             task.run_ms = base_run_ms + run_started.elapsed().as_millis() as u64;
             if matches!(step, Ok(Step::Continue(_)))
@@ -147,11 +156,6 @@ impl Worker {
                             return self.interrupted(&mut task, owner, i, cp, deadline).await;
                         }
                     }
-                }
-                Ok(Step::Sleep(cp, d)) if d < PARK_AFTER => {
-                    // Too short to be worth a message: sleep in place, like a step.
-                    ctx.set_checkpoint(cp);
-                    tokio::time::sleep(d).await;
                 }
                 Ok(Step::Sleep(cp, d)) => {
                     ctx.set_checkpoint(cp);

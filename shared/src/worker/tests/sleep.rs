@@ -21,7 +21,27 @@ impl Tool for Sleeper {
     }
 }
 
-/// A store, engine and worker running only [`Sleeper`], and the queue's receiving end.
+/// Paces its twenty steps with sleeps too short to park (100 ms each).
+struct Pacer {
+    def: ToolDef,
+}
+
+#[async_trait]
+impl Tool for Pacer {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+    async fn step(&self, ctx: &JobContext) -> Result<Step, JobError> {
+        let n: u64 = ctx.checkpoint();
+        if n >= 20 {
+            return Ok(Step::Done(text_result("paced")));
+        }
+        Ok(Step::Sleep(json!(n + 1), Duration::from_millis(100)))
+    }
+}
+
+/// A store, engine and worker running only [`Sleeper`] and [`Pacer`], and the queue's
+/// receiving end.
 fn sleeper_rig() -> (
     Arc<MemoryStore>,
     Engine,
@@ -31,18 +51,44 @@ fn sleeper_rig() -> (
     let store = Arc::new(MemoryStore::new());
     let (queue, rx) = LocalQueue::new();
     let queue = Arc::new(queue);
-    let def = ToolDef {
-        name: "sleeper",
+    let def = |name| ToolDef {
+        name,
         description: "test tool",
         input_schema: json!({"type": "object"}),
         policy: Policy::Optional,
     };
     let tools = Arc::new(Registry::new(vec![
-        Arc::new(Sleeper { def }) as Arc<dyn Tool>
+        Arc::new(Sleeper {
+            def: def("sleeper"),
+        }) as Arc<dyn Tool>,
+        Arc::new(Pacer { def: def("pacer") }),
     ]));
     let engine = Engine::new(store.clone(), queue.clone(), TaskSettings::default());
     let worker = Worker::new(store.clone(), queue, tools, fast());
     (store, engine, worker, rx)
+}
+
+/// A sleep too short to park is slept in place, and the step's checkpoint is saved as any
+/// step's is: a crash after it resumes from there, not from the start.
+#[tokio::test]
+async fn short_sleeps_in_place_still_save_the_checkpoint() {
+    let (store, engine, worker, mut rx) = sleeper_rig();
+    engine
+        .create_task("t", "pacer", json!({}), Value::Null, json!({}))
+        .await
+        .unwrap();
+    let msg = rx.recv().await.unwrap();
+    let run = worker.handle(&msg, None);
+    let look = async {
+        tokio::time::sleep(Duration::from_millis(550)).await;
+        store.get(msg.key()).await.unwrap().unwrap().checkpoint
+    };
+    let (out, saved) = tokio::join!(run, look);
+    assert_eq!(out.unwrap(), Outcome::Finished(TaskStatus::Completed));
+    assert!(
+        saved.as_u64().is_some_and(|n| n >= 3),
+        "saved while pacing: {saved}"
+    );
 }
 
 // Real time: wake times are wall-clock times, which a paused tokio clock does not move.
