@@ -19,9 +19,17 @@ use super::*;
 pub const WAIT_MARK: Duration = Duration::from_secs(300);
 
 impl Worker {
-    /// Puts `msg` back to wait for a running place of its tenant (see the module docs).
+    /// Puts `msg` back to wait for a running place of its tenant (see the module docs); a
+    /// message put back is counted ([`metric::JOBS_DEFERRED`]), a copy dropped is not.
     pub(super) async fn wait_turn(&self, msg: &WorkMessage) -> Result<Outcome, WorkerError> {
-        metrics::global().count(metric::JOBS_DEFERRED, &[], 1);
+        let outcome = self.next_wait(msg).await;
+        if let Ok(Outcome::Deferred(..)) = outcome {
+            metrics::global().count(metric::JOBS_DEFERRED, &[], 1);
+        }
+        outcome
+    }
+
+    async fn next_wait(&self, msg: &WorkMessage) -> Result<Outcome, WorkerError> {
         if let WorkKind::Waiting { renew_at_ms, .. } = msg.kind
             && now_ms() < renew_at_ms
         {
