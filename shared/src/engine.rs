@@ -127,11 +127,10 @@ impl Engine {
         &self.settings.quotas
     }
 
-    /// Checks a new task of `tenant` against the tenant quotas, before anything is stored: its
-    /// creation rate (in this process), then its number of active tasks (one count of index
-    /// keys, only once the rate allows). Concurrent creations of one tenant may overshoot the
-    /// active-task limit by the requests in flight at that moment. The work a call claims is
-    /// checked before this, at the edge, for tasks and inline runs alike ([`check_claim`]).
+    /// Checks a new task of `tenant` against its creation rate (in this process), before
+    /// anything is read or stored. The active-task limit is checked by [`Engine::create_task`],
+    /// in the store's write that stores the task. The work a call claims is checked before
+    /// this, at the edge, for tasks and inline runs alike ([`check_claim`]).
     pub async fn admit(&self, tenant: &str) -> Result<(), CreateError> {
         let q = &self.settings.quotas;
         if let Err(wait) = self.creations.take(tenant) {
@@ -148,35 +147,15 @@ impl Engine {
                 ),
             }));
         }
-        let active = self
-            .store
-            .count_tenant_active(tenant, q.max_active_tasks)
-            .await
-            .map_err(|e| internal("counting a tenant's tasks failed", e))?;
-        if active >= q.max_active_tasks {
-            tracing::info!(
-                limit = "active_tasks",
-                max = q.max_active_tasks,
-                "quota.refused"
-            );
-            return Err(CreateError::Quota(QuotaExceeded {
-                limit: Limit::ActiveTasks,
-                max: q.max_active_tasks as f64,
-                retry_after: Some(Duration::from_millis(self.settings.poll_interval_ms * 5)),
-                message: format!(
-                    "Quota exceeded: this tenant already has {} unfinished tasks, the most it may \
-                     have at once. Wait for some to finish, or cancel those no longer needed \
-                     (tasks/cancel), then try again.",
-                    q.max_active_tasks
-                ),
-            }));
-        }
         Ok(())
     }
 
-    /// Persists a new task, then enqueues its start. The record is durable and readable before
-    /// this returns, so the caller may answer with `CreateTaskResult`. A failed enqueue is
-    /// logged, not returned: the task is stored, and the orphan sweep will enqueue it.
+    /// Persists a new task within its tenant's active-task quota, then enqueues its start. The
+    /// quota and the write are one step (the store's [`TaskStore::create_within`]): however
+    /// many creations of one tenant run at once, no more than the quota are stored, and one
+    /// refused stores nothing. The record is durable and readable before this returns, so the
+    /// caller may answer with `CreateTaskResult`. A failed enqueue is logged, not returned:
+    /// the task is stored, and the orphan sweep will enqueue it.
     pub async fn create_task(
         &self,
         tenant: &str,
@@ -184,7 +163,7 @@ impl Engine {
         arguments: Value,
         checkpoint: Value,
         client_capabilities: Value,
-    ) -> Result<TaskRecord, EngineError> {
+    ) -> Result<TaskRecord, CreateError> {
         let mut task = TaskRecord::new(
             tenant,
             new_task_id(),
@@ -200,20 +179,45 @@ impl Engine {
         if len > MAX_CLIENT_RECORD_BYTES {
             return Err(EngineError::Invalid(format!(
                 "Arguments too large to run as a task ({len} bytes with the task; at most {MAX_CLIENT_RECORD_BYTES})"
-            )));
+            ))
+            .into());
         }
-        match self.store.create(&task, &arguments).await {
-            Ok(()) => {}
+        let max = self.settings.quotas.max_active_tasks;
+        match self.store.create_within(&task, &arguments, max).await {
+            Ok(true) => {}
+            Ok(false) => return Err(CreateError::Quota(self.over_active_tasks())),
             Err(StoreError::TooLarge(n)) => {
                 return Err(EngineError::Invalid(format!(
                     "Arguments too large to run as a task ({n} bytes)"
-                )));
+                ))
+                .into());
             }
-            Err(e) => return Err(internal("storing a new task failed", e)),
+            Err(e) => return Err(internal("storing a new task failed", e).into()),
         }
         tracing::info!(task_id = %task.task_id, tool, "task.created");
         self.send(&task, WorkKind::Start).await;
         Ok(task)
+    }
+
+    /// The refusal of a tenant that has as many unfinished tasks as it may.
+    fn over_active_tasks(&self) -> QuotaExceeded {
+        let q = &self.settings.quotas;
+        tracing::info!(
+            limit = "active_tasks",
+            max = q.max_active_tasks,
+            "quota.refused"
+        );
+        QuotaExceeded {
+            limit: Limit::ActiveTasks,
+            max: q.max_active_tasks as f64,
+            retry_after: Some(Duration::from_millis(self.settings.poll_interval_ms * 5)),
+            message: format!(
+                "Quota exceeded: this tenant already has {} unfinished tasks, the most it may \
+                 have at once. Wait for some to finish, or cancel those no longer needed \
+                 (tasks/cancel), then try again.",
+                q.max_active_tasks
+            ),
+        }
     }
 
     async fn send(&self, task: &TaskRecord, kind: WorkKind) {

@@ -162,20 +162,20 @@ async fn a_flooding_tenant_waits_its_turn_and_never_delays_another() {
     // without holding one): 6 accepted (its active-task quota), the rest refused.
     let mut accepted = Vec::new();
     for _ in 0..10 {
-        match engine.admit("tenant-a").await {
-            Ok(()) => {
-                let t = engine
-                    .create_task(
-                        "tenant-a",
-                        "hash_chain",
-                        json!({"seed": "flood", "rounds": 1_000_000_000u64, "pace_ms": 1000}),
-                        Value::Null,
-                        json!({}),
-                    )
-                    .await
-                    .unwrap();
-                accepted.push(t.task_id);
-            }
+        let created = async {
+            engine.admit("tenant-a").await?;
+            engine
+                .create_task(
+                    "tenant-a",
+                    "hash_chain",
+                    json!({"seed": "flood", "rounds": 1_000_000_000u64, "pace_ms": 1000}),
+                    Value::Null,
+                    json!({}),
+                )
+                .await
+        };
+        match created.await {
+            Ok(t) => accepted.push(t.task_id),
             Err(CreateError::Quota(q)) => assert_eq!(q.limit, Limit::ActiveTasks),
             Err(CreateError::Failed(e)) => panic!("{e:?}"),
         }

@@ -333,8 +333,7 @@ impl McpService {
         client_capabilities: Value,
     ) -> Result<crate::task::TaskRecord, CreateError> {
         self.engine.admit(tenant).await?;
-        Ok(self
-            .engine
+        self.engine
             .create_task(
                 tenant,
                 name,
@@ -342,7 +341,7 @@ impl McpService {
                 checkpoint,
                 client_capabilities,
             )
-            .await?)
+            .await
     }
 
     /// A quota refusal: a tool error the model reads, naming the limit and when to retry.

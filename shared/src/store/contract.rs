@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 use super::{StoreError, TaskRef, TaskStore};
 use crate::task::{TaskRecord, TaskStatus, new_task_id};
 
+mod places;
+
 /// A fresh `working` task of `tenant` (also for adapter-specific tests).
 pub fn task(tenant: &str, ttl_ms: Option<u64>) -> TaskRecord {
     TaskRecord::new(tenant, new_task_id(), "tool", ttl_ms, 1000, json!({}))
@@ -51,6 +53,10 @@ where
     arguments_are_written_once_and_read_back_exactly(&make().await).await;
     arguments_survive_every_record_write_and_go_with_delete(&make().await).await;
     oversized_arguments_are_refused_and_store_nothing(&make().await).await;
+    places::racing_creations_never_pass_the_limit(&make().await).await;
+    places::a_place_comes_back_however_the_task_ends(&make().await).await;
+    places::places_belong_to_one_tenant(&make().await).await;
+    places::a_failed_or_unlimited_create_counts_right(&make().await).await;
 }
 
 async fn create_then_get_round_trips(s: &impl TaskStore) {

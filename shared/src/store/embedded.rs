@@ -28,6 +28,7 @@ use cache::{CACHE_RECORDS, CacheState};
 mod open;
 pub use open::OpenError;
 
+mod places;
 mod writer;
 use writer::run_writer;
 
@@ -86,15 +87,20 @@ impl Op {
     /// The composite key the operation writes.
     fn key(&self) -> String {
         match self {
-            Op::Create(t, _, _) | Op::Update(t, _) => key(&t.tenant, &t.task_id),
+            Op::Create(t, ..) | Op::Update(t, _) => key(&t.tenant, &t.task_id),
             Op::Delete(k) => k.clone(),
         }
     }
 }
 
+/// What a [`Op::Create`] answers: stored, or not (its tenant holds its places already).
+const CREATED: u64 = 1;
+const FULL: u64 = 0;
+
 enum Op {
-    /// The record and its encoded form, then the encoded arguments.
-    Create(TaskRecord, Vec<u8>, Vec<u8>),
+    /// The record and its encoded form, the encoded arguments, and the most places its tenant
+    /// may hold for it to be stored.
+    Create(TaskRecord, Vec<u8>, Vec<u8>, usize),
     /// The record as it should be stored (its version already bumped).
     Update(TaskRecord, Vec<u8>),
     Delete(String),
@@ -133,6 +139,7 @@ impl EmbeddedStore {
                 txn.open_table(ACTIVE).map_err(backend)?;
                 txn.open_table(EXPIRY).map_err(backend)?;
             }
+            places::ensure(&txn)?;
             txn.commit().map_err(backend)
         };
         tables().map_err(|e| OpenError::failed(path, e))?;
@@ -207,12 +214,16 @@ impl EmbeddedStore {
 
 #[async_trait]
 impl TaskStore for EmbeddedStore {
-    async fn create(&self, task: &TaskRecord, arguments: &Value) -> Result<(), StoreError> {
+    async fn create_within(
+        &self,
+        task: &TaskRecord,
+        arguments: &Value,
+        max_active: usize,
+    ) -> Result<bool, StoreError> {
         let bytes = encode(task)?;
         let arguments = encode_arguments(arguments)?;
-        self.write(Op::Create(task.clone(), bytes, arguments))
-            .await
-            .map(|_| ())
+        let op = Op::Create(task.clone(), bytes, arguments, max_active);
+        Ok(self.write(op).await? == CREATED)
     }
 
     async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {

@@ -89,6 +89,7 @@ mod backfill;
 mod item;
 mod key;
 mod listing;
+mod places;
 mod runs;
 mod table;
 #[cfg(test)]
@@ -96,10 +97,12 @@ mod tests;
 mod write;
 
 pub use key::{arguments_key, pk, tenant_prefix};
+pub use places::RECOUNT_AFTER;
 pub use table::create_table;
 
 use item::{from_item, to_item};
 use key::shard_of;
+use places::Reserved;
 use write::Prior;
 
 /// Table key: `{tenant}#{taskId}` (tenant escaped).
@@ -224,23 +227,58 @@ impl DynamoStore {
 
 #[async_trait]
 impl TaskStore for DynamoStore {
-    async fn create(&self, task: &TaskRecord, arguments: &Value) -> Result<(), StoreError> {
-        // Both sizes are checked before anything is written. The arguments go first: a record
-        // is never readable without them (a crash between the two leaves an arguments item
-        // alone, which DynamoDB's TTL removes).
+    async fn create_within(
+        &self,
+        task: &TaskRecord,
+        arguments: &Value,
+        max_active: usize,
+    ) -> Result<bool, StoreError> {
+        // Both sizes are checked before anything is written. Then the tenant's place (see
+        // `places`), then the arguments: a record is never readable without them (a crash
+        // between the two leaves an arguments item alone, which DynamoDB's TTL removes).
         encode(task)?;
         to_item(task)?;
         let bytes = encode_arguments(arguments)?;
-        self.put_arguments(task, bytes).await?;
-        self.put(
-            "create",
-            task,
-            Prior::Absent,
-            "attribute_not_exists(#pk)",
-            &[("#pk", ATTR_PK)],
-            Vec::new(),
-        )
-        .await
+        let reserved = match task.status.is_terminal() {
+            true => Reserved::Again,
+            false => {
+                self.reserve(&task.tenant, &task.task_id, max_active)
+                    .await?
+            }
+        };
+        if reserved == Reserved::Full {
+            return Ok(false);
+        }
+        // The place goes back when the record is certainly not written: the arguments failed
+        // (the record comes after them), or its conditional put lost (the key is taken).
+        // After any other failure of the record's put it may have landed: the place stays
+        // (a refusal recounts it).
+        let outcome = match self.put_arguments(task, bytes).await {
+            Err(e) => Err((e, true)),
+            Ok(()) => self
+                .put(
+                    "create",
+                    task,
+                    Prior::Absent,
+                    "attribute_not_exists(#pk)",
+                    &[("#pk", ATTR_PK)],
+                    Vec::new(),
+                )
+                .await
+                .map_err(|e| {
+                    let lost = matches!(e, StoreError::Conflict);
+                    (e, lost)
+                }),
+        };
+        match outcome {
+            Ok(()) => Ok(true),
+            Err((e, not_written)) => {
+                if not_written && reserved == Reserved::New {
+                    self.give_back(&task.tenant).await;
+                }
+                Err(e)
+            }
+        }
     }
 
     async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
@@ -266,6 +304,8 @@ impl TaskStore for DynamoStore {
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
         let mut next = task.clone();
         next.version = task.version + 1;
+        // The condition below refuses a terminal record, so a terminal write here is the one
+        // that ends the task: its place goes back once it landed.
         self.put(
             "update",
             &next,
@@ -280,6 +320,9 @@ impl TaskStore for DynamoStore {
             ],
         )
         .await?;
+        if next.status.is_terminal() {
+            self.give_back(&next.tenant).await;
+        }
         Ok(next.version)
     }
 
@@ -381,13 +424,22 @@ impl TaskStore for DynamoStore {
             arguments_key(id.tenant, id.task_id),
             pk(id.tenant, id.task_id),
         ] {
-            self.client
+            let gone = self
+                .client
                 .delete_item()
                 .table_name(&self.table)
                 .key(ATTR_PK, AttributeValue::S(key))
+                .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
                 .send()
                 .await
                 .map_err(|e| backend("delete", &self.table, e))?;
+            // The one delete that found the record still active gives its place back.
+            if gone
+                .attributes()
+                .is_some_and(|a| a.contains_key(ATTR_ACTIVE))
+            {
+                self.give_back(id.tenant).await;
+            }
         }
         Ok(())
     }

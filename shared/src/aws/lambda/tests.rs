@@ -134,8 +134,13 @@ struct Flaky {
 
 #[async_trait]
 impl TaskStore for Flaky {
-    async fn create(&self, task: &TaskRecord, args: &Value) -> Result<(), StoreError> {
-        self.inner.create(task, args).await
+    async fn create_within(
+        &self,
+        task: &TaskRecord,
+        args: &Value,
+        max: usize,
+    ) -> Result<bool, StoreError> {
+        self.inner.create_within(task, args, max).await
     }
     async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
         self.inner.arguments(id).await

@@ -5,7 +5,9 @@ use redb::{Database, ReadableTable, WriteTransaction};
 use tokio::sync::mpsc;
 
 use super::cache::ReadCache;
-use super::{ACTIVE, ARGUMENTS, EXPIRY, MAX_BATCH, Op, Pending, TASKS, backend};
+use super::{
+    ACTIVE, ARGUMENTS, CREATED, EXPIRY, FULL, MAX_BATCH, Op, Pending, TASKS, backend, places,
+};
 use crate::store::{StoreError, decode, key};
 use crate::task::TaskRecord;
 
@@ -71,19 +73,25 @@ fn stored(txn: &WriteTransaction, k: &str) -> Result<Lookup, StoreError> {
 /// condition fails (nothing written for it), `Err` when the transaction itself failed.
 fn apply(txn: &WriteTransaction, op: &Op) -> Result<Result<u64, StoreError>, StoreError> {
     match op {
-        Op::Create(task, bytes, arguments) => {
+        Op::Create(task, bytes, arguments, max_active) => {
             let k = key(&task.tenant, &task.task_id);
             match stored(txn, &k)? {
                 Ok(None) => {}
                 Ok(Some(_)) => return Ok(Err(StoreError::Conflict)),
                 Err(e) => return Ok(Err(e)),
             }
+            // Counted inside the batch's transaction, in arrival order: two creations of one
+            // tenant in the same batch see each other.
+            if !task.status.is_terminal() && places::held(txn, &task.tenant)? >= *max_active as u64
+            {
+                return Ok(Ok(FULL));
+            }
             txn.open_table(ARGUMENTS)
                 .map_err(backend)?
                 .insert(k.as_str(), arguments.as_slice())
                 .map_err(backend)?;
             put(txn, &k, task, bytes, None)?;
-            Ok(Ok(task.version))
+            Ok(Ok(CREATED))
         }
         Op::Update(next, bytes) => {
             let k = key(&next.tenant, &next.task_id);
@@ -114,10 +122,15 @@ fn apply(txn: &WriteTransaction, op: &Op) -> Result<Result<u64, StoreError>, Sto
                 .map_err(backend)?
                 .remove(k.as_str())
                 .map_err(backend)?;
-            txn.open_table(ACTIVE)
+            let was_active = txn
+                .open_table(ACTIVE)
                 .map_err(backend)?
                 .remove(k.as_str())
-                .map_err(backend)?;
+                .map_err(backend)?
+                .is_some();
+            if was_active {
+                places::moved(txn, k, false)?;
+            }
             if let Some(at) = prev.as_ref().and_then(TaskRecord::expires_at_ms) {
                 txn.open_table(EXPIRY)
                     .map_err(backend)?
@@ -129,7 +142,7 @@ fn apply(txn: &WriteTransaction, op: &Op) -> Result<Result<u64, StoreError>, Sto
     }
 }
 
-/// Writes `task` and keeps the two index tables in step with it.
+/// Writes `task` and keeps the two index tables, and its tenant's places, in step with it.
 fn put(
     txn: &WriteTransaction,
     k: &str,
@@ -141,10 +154,13 @@ fn put(
     let mut active = txn.open_table(ACTIVE).map_err(backend)?;
     let mut expiry = txn.open_table(EXPIRY).map_err(backend)?;
     tasks.insert(k, bytes).map_err(backend)?;
-    if task.status.is_terminal() {
-        active.remove(k).map_err(backend)?;
+    let (was, is) = if task.status.is_terminal() {
+        (active.remove(k).map_err(backend)?.is_some(), false)
     } else {
-        active.insert(k, ()).map_err(backend)?;
+        (active.insert(k, ()).map_err(backend)?.is_some(), true)
+    };
+    if was != is {
+        places::moved(txn, k, is)?;
     }
     if let Some(at) = previous.and_then(TaskRecord::expires_at_ms) {
         expiry.remove((at, k)).map_err(backend)?;
