@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::clock::now_ms;
 use crate::queue::{WorkKind, WorkMessage, WorkQueue};
-use crate::quota::{Limit, QuotaExceeded, Quotas, RateLimiter};
+use crate::quota::{Limit, QuotaExceeded, Quotas, RateLimiter, RunningPlace, RunningPlaces};
 use crate::store::{
     MAX_CLIENT_RECORD_BYTES, StoreError, TaskRef, TaskStore, arguments_len, record_len,
 };
@@ -94,6 +94,7 @@ pub struct Engine {
     queue: Arc<dyn WorkQueue>,
     settings: TaskSettings,
     creations: Arc<RateLimiter>,
+    running: RunningPlaces,
 }
 
 /// Logs a store failure and returns the fixed client-facing error.
@@ -119,6 +120,44 @@ impl Engine {
             queue,
             settings,
             creations,
+            running: RunningPlaces::Unlimited,
+        }
+    }
+
+    /// Counts inline runs in `places`: those of the host's jobs (the local worker pool's fair
+    /// gate, or the running-jobs record every Lambda instance shares).
+    pub fn with_running_places(mut self, places: RunningPlaces) -> Self {
+        self.running = places;
+        self
+    }
+
+    /// One of `tenant`'s running places for a tool run inline, waited for up to `within` (the
+    /// call's budget; the run gets what is left of it). Past that, the quota refusal the model
+    /// reads: the tenant runs as many jobs as it may, and none ended in time.
+    pub async fn running_place(
+        &self,
+        tenant: &str,
+        within: Duration,
+    ) -> Result<RunningPlace, CreateError> {
+        match self.running.take(tenant, within).await {
+            Ok(Some(place)) => Ok(place),
+            Ok(None) => {
+                let max = self.settings.quotas.max_running_jobs;
+                tracing::info!(limit = "running_jobs", max, "quota.refused");
+                Err(CreateError::Quota(QuotaExceeded {
+                    limit: Limit::RunningJobs,
+                    max: max as f64,
+                    retry_after: Some(Duration::from_millis(self.settings.poll_interval_ms * 5)),
+                    message: format!(
+                        "Quota exceeded: this tenant already runs {max} jobs at once (tasks and \
+                         synchronous calls together), the most it may, and none ended within \
+                         this call's {:.0} s. Wait for some to finish, or cancel tasks no longer \
+                         needed (tasks/cancel), then try again.",
+                        within.as_secs_f64()
+                    ),
+                }))
+            }
+            Err(e) => Err(internal("taking a running place failed", e).into()),
         }
     }
 

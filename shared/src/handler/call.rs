@@ -5,6 +5,8 @@
 use super::*;
 
 mod inline;
+#[cfg(test)]
+mod tests;
 
 /// The tool, caller and arguments of one inline run (`S`: borrowed while the request is in
 /// hand, owned once the run moves to its own task).

@@ -17,6 +17,14 @@ impl McpService {
             &run.arguments,
         );
         let policy = tool.def().policy;
+        // The tenant's running place first, within the budget: the run gets what is left.
+        let waiting = std::time::Instant::now();
+        let place = match self.engine.running_place(tenant, budget).await {
+            Ok(place) => place,
+            Err(CreateError::Quota(q)) => return self.quota_refusal(&q),
+            Err(CreateError::Failed(e)) => return CallOutcome::Error(e.into()),
+        };
+        let budget = budget.saturating_sub(waiting.elapsed());
         let run = async {
             match tool.preflight(&ctx).await {
                 Ok(Preflight::Proceed(cp)) => {
@@ -47,6 +55,8 @@ impl McpService {
         };
         let started = std::time::Instant::now();
         let out = tokio::time::timeout(budget, run).await;
+        // Dropped instead when the call is (its client gone): the place goes back then.
+        place.release().await;
         let labels = [("tool", name)];
         metrics::global().count(metric::SYNC_CALLS, &labels, 1);
         metrics::global().time(
