@@ -348,7 +348,10 @@ impl FairGate {
 #[async_trait::async_trait]
 pub trait RunSlots: Send + Sync + 'static {
     /// Records a run of `tenant` by `owner` until `until_ms` (epoch ms), unless the tenant
-    /// already has `max` live runs: then `false`, and nothing is written.
+    /// already has `max` live runs: then `false`, and nothing is written. Runs of one tenant
+    /// starting at once are not turned away while places are free; an adapter that cannot
+    /// settle its record (contention) answers `false` ("not now"), never an error, which is
+    /// for a store that failed.
     async fn take(
         &self,
         tenant: &str,
@@ -421,6 +424,17 @@ pub mod run_slots_contract {
             "freed by release"
         );
         slots.release(&a, "never-took").await.unwrap();
+        // Many runs of one tenant starting at once: none turned away while places are free,
+        // never more than `max` let in.
+        for (max, want) in [(100, 24), (4, 4)] {
+            let d = format!("{prefix}-d{max}");
+            let taken = futures_util::future::join_all((0..24).map(|i| {
+                let (d, owner) = (d.clone(), format!("r{i}"));
+                async move { slots.take(&d, &owner, max, now + 60_000).await.unwrap() }
+            }))
+            .await;
+            assert_eq!(taken.iter().filter(|t| **t).count(), want, "max {max}");
+        }
         // A run that died frees its place when its time is up.
         let c = format!("{prefix}-c");
         let now = crate::clock::now_ms();

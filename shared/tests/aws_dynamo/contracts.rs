@@ -3,7 +3,7 @@
 use mcp_tasks_core::aws::dynamo::{self, DynamoStore};
 use mcp_tasks_core::store::contract;
 
-use crate::{client, drop_table, fresh_store, racing_client, unique_table};
+use crate::{drop_table, fresh_store, racing_client, unique_table};
 
 #[tokio::test]
 async fn dynamo_store_passes_the_contract() {
@@ -30,7 +30,9 @@ async fn dynamo_store_passes_the_contract() {
 
 #[tokio::test]
 async fn the_per_tenant_running_guard_passes_its_contract_on_the_table() {
-    let Some(client) = client().await else { return };
+    let Some(client) = racing_client().await else {
+        return;
+    };
     let store = fresh_store(&client).await;
     mcp_tasks_core::quota::run_slots_contract::run_all(&store, "slots").await;
     // The guard's items are invisible to every task listing.
