@@ -166,3 +166,50 @@ async fn an_inline_run_takes_a_running_place_of_its_tenant() {
     // And a task started after them finds its place free again.
     hold_the_running_place(&a).await;
 }
+
+/// Both figures for the note, side by side in one run: `MCP_TASKS_BEFORE=/path/old
+/// MCP_TASKS_AFTER=/path/new cargo test -p mcp-tasks --test quotas -- --ignored --nocapture
+/// side_by_side` (binaries of two commits). Per binary, five rounds each: tasks created by 64
+/// creations at once against `--max-active-tasks 4`, and inline calls run while the tenant's
+/// one running place (`--max-running-jobs 1`) is held by a task. Not a pass/fail test: it
+/// prints.
+#[tokio::test]
+#[ignore = "a measurement: run by hand with two binaries"]
+async fn side_by_side() {
+    use support::jwt;
+    for (label, var) in [("before", "MCP_TASKS_BEFORE"), ("after", "MCP_TASKS_AFTER")] {
+        let Ok(bin) = std::env::var(var) else {
+            eprintln!("side_by_side: {var} not set, skipping {label}");
+            continue;
+        };
+        let (mut created, mut ran) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            let dir = support::data_dir();
+            let mut args = jwt::args(jwt::AUDIENCE, "--jwks-file", &jwt::jwks_file());
+            args.extend(
+                [
+                    "--max-active-tasks",
+                    "4",
+                    "--max-running-jobs",
+                    "1",
+                    "--stream-seconds",
+                    "2",
+                    "--create-per-second",
+                    "0",
+                ]
+                .map(str::to_owned),
+            );
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let s = support::Server::spawn(std::process::Command::new(&bin), dir.path(), &args);
+            let a = tenant(&s, "tenant-a");
+            created.push(create_at_once(&a.with_tasks(), 64).await.0.len());
+            let b = tenant(&s, "tenant-b");
+            hold_the_running_place(&b).await;
+            ran.push(inline_at_once(&b, 40).await.0);
+        }
+        eprintln!(
+            "side_by_side {label}: tasks created by 64 at once against a quota of 4: {created:?}; \
+             inline calls run of 40 while the tenant's one running place is held: {ran:?}"
+        );
+    }
+}
