@@ -12,7 +12,7 @@ use crate::engine::{Engine, TaskSettings};
 use crate::handler::{McpService, ServiceConfig};
 use crate::protocol::state::StateSealer;
 use crate::queue::WorkQueue;
-use crate::quota::RunSlots;
+use crate::quota::{RunSlots, RunningPlaces};
 use crate::store::TaskStore;
 use crate::tools::{Registry, Tool};
 use crate::worker::{Worker, WorkerSettings};
@@ -59,9 +59,17 @@ pub struct Ports {
     pub run_slots: Option<Arc<dyn RunSlots>>,
 }
 
-/// The engine over `ports`.
+/// The engine over `ports`, its inline runs counted with the jobs in `ports.run_slots` when
+/// there is one (the local server gives it its fair gate instead).
 pub fn engine(ports: &Ports, tasks: &TaskSettings) -> Engine {
-    Engine::new(ports.store.clone(), ports.queue.clone(), tasks.clone())
+    let engine = Engine::new(ports.store.clone(), ports.queue.clone(), tasks.clone());
+    match &ports.run_slots {
+        Some(slots) => engine.with_running_places(RunningPlaces::Slots {
+            slots: slots.clone(),
+            max: tasks.quotas.max_running_jobs,
+        }),
+        None => engine,
+    }
 }
 
 /// The MCP service: `config` as the host sets it, requests authenticated with `auth` when

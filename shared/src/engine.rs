@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::clock::now_ms;
 use crate::queue::{WorkKind, WorkMessage, WorkQueue};
-use crate::quota::{Limit, QuotaExceeded, Quotas, RateLimiter};
+use crate::quota::{Limit, QuotaExceeded, Quotas, RateLimiter, RunningPlace, RunningPlaces};
 use crate::store::{
     MAX_CLIENT_RECORD_BYTES, StoreError, TaskRef, TaskStore, arguments_len, record_len,
 };
@@ -94,6 +94,7 @@ pub struct Engine {
     queue: Arc<dyn WorkQueue>,
     settings: TaskSettings,
     creations: Arc<RateLimiter>,
+    running: RunningPlaces,
 }
 
 /// Logs a store failure and returns the fixed client-facing error.
@@ -119,6 +120,44 @@ impl Engine {
             queue,
             settings,
             creations,
+            running: RunningPlaces::Unlimited,
+        }
+    }
+
+    /// Counts inline runs in `places`: those of the host's jobs (the local worker pool's fair
+    /// gate, or the running-jobs record every Lambda instance shares).
+    pub fn with_running_places(mut self, places: RunningPlaces) -> Self {
+        self.running = places;
+        self
+    }
+
+    /// One of `tenant`'s running places for a tool run inline, waited for up to `within` (the
+    /// call's budget; the run gets what is left of it). Past that, the quota refusal the model
+    /// reads: the tenant runs as many jobs as it may, and none ended in time.
+    pub async fn running_place(
+        &self,
+        tenant: &str,
+        within: Duration,
+    ) -> Result<RunningPlace, CreateError> {
+        match self.running.take(tenant, within).await {
+            Ok(Some(place)) => Ok(place),
+            Ok(None) => {
+                let max = self.settings.quotas.max_running_jobs;
+                tracing::info!(limit = "running_jobs", max, "quota.refused");
+                Err(CreateError::Quota(QuotaExceeded {
+                    limit: Limit::RunningJobs,
+                    max: max as f64,
+                    retry_after: Some(Duration::from_millis(self.settings.poll_interval_ms * 5)),
+                    message: format!(
+                        "Quota exceeded: this tenant already runs {max} jobs at once (tasks and \
+                         synchronous calls together), the most it may, and none ended within \
+                         this call's {:.0} s. Wait for some to finish, or cancel tasks no longer \
+                         needed (tasks/cancel), then try again.",
+                        within.as_secs_f64()
+                    ),
+                }))
+            }
+            Err(e) => Err(internal("taking a running place failed", e).into()),
         }
     }
 
@@ -127,11 +166,10 @@ impl Engine {
         &self.settings.quotas
     }
 
-    /// Checks a new task of `tenant` against the tenant quotas, before anything is stored: its
-    /// creation rate (in this process), then its number of active tasks (one count of index
-    /// keys, only once the rate allows). Concurrent creations of one tenant may overshoot the
-    /// active-task limit by the requests in flight at that moment. The work a call claims is
-    /// checked before this, at the edge, for tasks and inline runs alike ([`check_claim`]).
+    /// Checks a new task of `tenant` against its creation rate (in this process), before
+    /// anything is read or stored. The active-task limit is checked by [`Engine::create_task`],
+    /// in the store's write that stores the task. The work a call claims is checked before
+    /// this, at the edge, for tasks and inline runs alike ([`check_claim`]).
     pub async fn admit(&self, tenant: &str) -> Result<(), CreateError> {
         let q = &self.settings.quotas;
         if let Err(wait) = self.creations.take(tenant) {
@@ -148,35 +186,15 @@ impl Engine {
                 ),
             }));
         }
-        let active = self
-            .store
-            .count_tenant_active(tenant, q.max_active_tasks)
-            .await
-            .map_err(|e| internal("counting a tenant's tasks failed", e))?;
-        if active >= q.max_active_tasks {
-            tracing::info!(
-                limit = "active_tasks",
-                max = q.max_active_tasks,
-                "quota.refused"
-            );
-            return Err(CreateError::Quota(QuotaExceeded {
-                limit: Limit::ActiveTasks,
-                max: q.max_active_tasks as f64,
-                retry_after: Some(Duration::from_millis(self.settings.poll_interval_ms * 5)),
-                message: format!(
-                    "Quota exceeded: this tenant already has {} unfinished tasks, the most it may \
-                     have at once. Wait for some to finish, or cancel those no longer needed \
-                     (tasks/cancel), then try again.",
-                    q.max_active_tasks
-                ),
-            }));
-        }
         Ok(())
     }
 
-    /// Persists a new task, then enqueues its start. The record is durable and readable before
-    /// this returns, so the caller may answer with `CreateTaskResult`. A failed enqueue is
-    /// logged, not returned: the task is stored, and the orphan sweep will enqueue it.
+    /// Persists a new task within its tenant's active-task quota, then enqueues its start. The
+    /// quota and the write are one step (the store's [`TaskStore::create_within`]): however
+    /// many creations of one tenant run at once, no more than the quota are stored, and one
+    /// refused stores nothing. The record is durable and readable before this returns, so the
+    /// caller may answer with `CreateTaskResult`. A failed enqueue is logged, not returned:
+    /// the task is stored, and the orphan sweep will enqueue it.
     pub async fn create_task(
         &self,
         tenant: &str,
@@ -184,7 +202,7 @@ impl Engine {
         arguments: Value,
         checkpoint: Value,
         client_capabilities: Value,
-    ) -> Result<TaskRecord, EngineError> {
+    ) -> Result<TaskRecord, CreateError> {
         let mut task = TaskRecord::new(
             tenant,
             new_task_id(),
@@ -200,20 +218,45 @@ impl Engine {
         if len > MAX_CLIENT_RECORD_BYTES {
             return Err(EngineError::Invalid(format!(
                 "Arguments too large to run as a task ({len} bytes with the task; at most {MAX_CLIENT_RECORD_BYTES})"
-            )));
+            ))
+            .into());
         }
-        match self.store.create(&task, &arguments).await {
-            Ok(()) => {}
+        let max = self.settings.quotas.max_active_tasks;
+        match self.store.create_within(&task, &arguments, max).await {
+            Ok(true) => {}
+            Ok(false) => return Err(CreateError::Quota(self.over_active_tasks())),
             Err(StoreError::TooLarge(n)) => {
                 return Err(EngineError::Invalid(format!(
                     "Arguments too large to run as a task ({n} bytes)"
-                )));
+                ))
+                .into());
             }
-            Err(e) => return Err(internal("storing a new task failed", e)),
+            Err(e) => return Err(internal("storing a new task failed", e).into()),
         }
         tracing::info!(task_id = %task.task_id, tool, "task.created");
         self.send(&task, WorkKind::Start).await;
         Ok(task)
+    }
+
+    /// The refusal of a tenant that has as many unfinished tasks as it may.
+    fn over_active_tasks(&self) -> QuotaExceeded {
+        let q = &self.settings.quotas;
+        tracing::info!(
+            limit = "active_tasks",
+            max = q.max_active_tasks,
+            "quota.refused"
+        );
+        QuotaExceeded {
+            limit: Limit::ActiveTasks,
+            max: q.max_active_tasks as f64,
+            retry_after: Some(Duration::from_millis(self.settings.poll_interval_ms * 5)),
+            message: format!(
+                "Quota exceeded: this tenant already has {} unfinished tasks, the most it may \
+                 have at once. Wait for some to finish, or cancel those no longer needed \
+                 (tasks/cancel), then try again.",
+                q.max_active_tasks
+            ),
+        }
     }
 
     async fn send(&self, task: &TaskRecord, kind: WorkKind) {

@@ -293,7 +293,10 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
     };
     let tools = crate::app::all_tools(opts.tools.clone(), opts.declared.clone())?;
     let registry = crate::app::serving_registry(tools);
-    let engine = crate::app::engine(&ports, &opts.tasks);
+    // Every job and every inline run of this process takes a place of this one gate.
+    let gate = FairGate::new(opts.max_concurrent_jobs, opts.tasks.quotas.max_running_jobs);
+    let engine = crate::app::engine(&ports, &opts.tasks)
+        .with_running_places(crate::quota::RunningPlaces::Gate(gate.clone()));
     #[allow(unused_mut)]
     let mut worker_settings = opts.worker.clone();
     #[cfg(feature = "fault-injection")]
@@ -313,7 +316,7 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
         worker,
         queue.clone(),
         rx,
-        FairGate::new(opts.max_concurrent_jobs, opts.tasks.quotas.max_running_jobs),
+        gate,
         stop.clone(),
     ));
     let recovery = engine.clone();

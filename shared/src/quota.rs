@@ -6,6 +6,8 @@
 //!   (the one holding the fewest first), with a per-tenant cap. The local worker pool runs jobs through one, the
 //!   CPU pool ([`crate::jobs::cpu`]) another: a tenant with a backlog of thousands waits
 //!   behind its own work, never in front of another tenant's.
+//! - [`RunningPlaces`]: the places a synchronous call takes to run a tool inline — the gate's
+//!   locally, the [`RunSlots`] record on Lambda — so inline runs count with the jobs.
 //! - [`RateLimiter`]: a token bucket per tenant for task creation.
 //! - [`QuotaExceeded`]: what a refusal says, as a tool error the model reads (`isError: true`,
 //!   which limit, and when to retry), never a hang.
@@ -17,6 +19,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
+
+mod running;
+pub use running::{RunningPlace, RunningPlaces};
 
 /// The `_meta` key of a quota refusal's `CallToolResult`.
 pub const QUOTA_META: &str = "mcp-tasks/quota";
@@ -56,6 +61,9 @@ impl Default for Quotas {
 pub enum Limit {
     /// [`Quotas::max_active_tasks`].
     ActiveTasks,
+    /// [`Quotas::max_running_jobs`], met by a synchronous call that waited its whole budget
+    /// for a running place.
+    RunningJobs,
     /// [`Quotas::create_per_second`] / [`Quotas::create_burst`].
     CreateRate,
     /// [`Quotas::max_task_wall`].
@@ -69,6 +77,7 @@ impl Limit {
     pub fn as_str(self) -> &'static str {
         match self {
             Limit::ActiveTasks => "active_tasks",
+            Limit::RunningJobs => "running_jobs",
             Limit::CreateRate => "create_rate",
             Limit::TaskWallTime => "task_wall_time",
             Limit::TaskCpuTime => "task_cpu_time",
@@ -339,7 +348,10 @@ impl FairGate {
 #[async_trait::async_trait]
 pub trait RunSlots: Send + Sync + 'static {
     /// Records a run of `tenant` by `owner` until `until_ms` (epoch ms), unless the tenant
-    /// already has `max` live runs: then `false`, and nothing is written.
+    /// already has `max` live runs: then `false`, and nothing is written. Runs of one tenant
+    /// starting at once are not turned away while places are free; an adapter that cannot
+    /// settle its record (contention) answers `false` ("not now"), never an error, which is
+    /// for a store that failed.
     async fn take(
         &self,
         tenant: &str,
@@ -412,6 +424,17 @@ pub mod run_slots_contract {
             "freed by release"
         );
         slots.release(&a, "never-took").await.unwrap();
+        // Many runs of one tenant starting at once: none turned away while places are free,
+        // never more than `max` let in.
+        for (max, want) in [(100, 24), (4, 4)] {
+            let d = format!("{prefix}-d{max}");
+            let taken = futures_util::future::join_all((0..24).map(|i| {
+                let (d, owner) = (d.clone(), format!("r{i}"));
+                async move { slots.take(&d, &owner, max, now + 60_000).await.unwrap() }
+            }))
+            .await;
+            assert_eq!(taken.iter().filter(|t| **t).count(), want, "max {max}");
+        }
         // A run that died frees its place when its time is up.
         let c = format!("{prefix}-c");
         let now = crate::clock::now_ms();

@@ -205,3 +205,93 @@ async fn serverless_throughput_next_to_the_local_server() {
         serverless_time.as_secs_f64() / local_time.as_secs_f64(),
     );
 }
+
+/// What creating a task and ending it cost, counted by the harness's proxy (exact: the mcp
+/// function serves nothing but the creations, the tasks function nothing but the cancel): a
+/// tenant's first creation, which also starts counting its places, then each of ten more,
+/// then a `tasks/cancel` that ends one (the tasks function gives its place back). Printed as
+/// `CREATION COST`, and asserted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_creation_costs() {
+    let Some(env) = Env::start("creation_cost", Options::default()).await else {
+        return;
+    };
+    let c = env.client().with_tasks();
+    let mcp = |op: &str| env.counts.sum(Some("mcp"), None, Some(&[op]));
+    let ops = [
+        "UpdateItem",
+        "PutItem",
+        "GetItem",
+        "Query",
+        "TransactWriteItems",
+        "SendMessage",
+    ];
+    let create = || async {
+        let r = c.tool("wait", json!({"seconds": 3600})).await;
+        assert_eq!(r["resultType"], "task", "{r}");
+        r["taskId"].as_str().unwrap().to_owned()
+    };
+    let id = create().await;
+    let first: Vec<u64> = ops.iter().map(|op| mcp(op)).collect();
+    for _ in 0..10 {
+        create().await;
+    }
+    let each: Vec<u64> = ops
+        .iter()
+        .zip(&first)
+        .map(|(op, f)| (mcp(op) - f) / 10)
+        .collect();
+    // The first task parked by its worker (asleep, no lease), so the cancel ends it at once.
+    let key = mcp_tasks_core::aws::dynamo::pk(crate::TENANT, &id);
+    let started = Instant::now();
+    loop {
+        let item = env
+            .dynamo
+            .get_item()
+            .table_name(&env.table)
+            .key(
+                mcp_tasks_core::aws::dynamo::ATTR_PK,
+                aws_sdk_dynamodb::types::AttributeValue::S(key.clone()),
+            )
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item
+            .unwrap();
+        if item.contains_key("wake_at_ms") && !item.contains_key("lease") {
+            break;
+        }
+        assert!(started.elapsed() < crate::WITHIN, "never parked: {item:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let tasks_before: Vec<u64> = ops
+        .iter()
+        .map(|op| env.counts.sum(Some("tasks"), None, Some(&[op])))
+        .collect();
+    c.call("tasks/cancel", json!({"taskId": id})).await;
+    let cancel: Vec<u64> = ops
+        .iter()
+        .zip(&tasks_before)
+        .map(|(op, b)| env.counts.sum(Some("tasks"), None, Some(&[op])) - b)
+        .collect();
+    let show = |v: &[u64]| {
+        ops.iter()
+            .zip(v)
+            .filter(|(_, n)| **n > 0)
+            .map(|(op, n)| format!("{op}={n}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!(
+        "CREATION COST (mcp function) first of a tenant: {} | each later one: {} || tasks/cancel \
+         of a parked task (tasks function): {}",
+        show(&first),
+        show(&each),
+        show(&cancel)
+    );
+    assert_eq!(first, [2, 3, 0, 1, 0, 1], "{}", show(&first));
+    assert_eq!(each, [1, 2, 0, 0, 0, 1], "{}", show(&each));
+    assert_eq!(cancel, [1, 1, 1, 0, 0, 0], "{}", show(&cancel));
+    env.report("11 creations of one tenant, one cancel");
+}

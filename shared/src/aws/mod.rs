@@ -33,6 +33,8 @@ mod https;
 pub mod invoke;
 #[cfg(feature = "lambda")]
 pub mod lambda;
+#[cfg(feature = "contracts")]
+pub mod serial;
 pub mod sqs;
 pub mod xray;
 

@@ -88,8 +88,13 @@ struct Patchy {
 
 #[async_trait::async_trait]
 impl TaskStore for Patchy {
-    async fn create(&self, task: &TaskRecord, args: &Value) -> Result<(), StoreError> {
-        self.inner.create(task, args).await
+    async fn create_within(
+        &self,
+        task: &TaskRecord,
+        args: &Value,
+        max: usize,
+    ) -> Result<bool, StoreError> {
+        self.inner.create_within(task, args, max).await
     }
     async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
         self.inner.arguments(id).await

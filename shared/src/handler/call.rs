@@ -5,6 +5,10 @@
 use super::deadline::{Delivery, InlinePlan, token_expired, until};
 use super::*;
 
+mod inline;
+#[cfg(test)]
+mod tests;
+
 /// The tool, caller and arguments of one inline run (`S`: borrowed while the request is in
 /// hand, owned once the run moves to its own task).
 pub(super) struct InlineRun<S> {
@@ -293,8 +297,7 @@ impl McpService {
         client_capabilities: Value,
     ) -> Result<crate::task::TaskRecord, CreateError> {
         self.engine.admit(tenant).await?;
-        Ok(self
-            .engine
+        self.engine
             .create_task(
                 tenant,
                 name,
@@ -302,7 +305,7 @@ impl McpService {
                 checkpoint,
                 client_capabilities,
             )
-            .await?)
+            .await
     }
 
     /// A quota refusal: a tool error the model reads, naming the limit and when to retry.
@@ -383,90 +386,10 @@ impl McpService {
             JobError::Protocol(err) => CallOutcome::Error(McpError::from_object(err)),
         }
     }
-
-    /// Runs a job inline for a synchronous call, within the plan's budget and until the
-    /// caller's token expires.
-    pub(super) async fn run_inline<S: AsRef<str>>(
-        &self,
-        run: &InlineRun<S>,
-        mut ctx: JobContext,
-        plan: InlinePlan,
-    ) -> CallOutcome {
-        let (tool, tenant, name, arguments) = (
-            &run.tool,
-            run.tenant.as_ref(),
-            run.name.as_ref(),
-            &run.arguments,
-        );
-        let policy = tool.def().policy;
-        let run = async {
-            match tool.preflight(&ctx).await {
-                Ok(Preflight::Proceed(cp)) => {
-                    if ctx.raw_checkpoint().is_null() && !cp.is_null() {
-                        ctx.set_checkpoint(cp);
-                    }
-                }
-                Ok(Preflight::NeedInput(reqs)) => return Ok(Step::NeedInput(reqs)),
-                Err(e) => return Err(e),
-            }
-            loop {
-                match tool.step(&ctx).await? {
-                    Step::Continue(cp) => ctx.set_checkpoint(cp),
-                    // The client waits on this call: the run sleeps in place (within the
-                    // budget, like any step).
-                    Step::Sleep(cp, d) => {
-                        ctx.set_checkpoint(cp);
-                        tokio::time::sleep(d).await;
-                    }
-                    // The checkpoint travels in the sealed requestState of the round.
-                    Step::NeedInputAt(cp, reqs) => {
-                        ctx.set_checkpoint(cp);
-                        return Ok(Step::NeedInput(reqs));
-                    }
-                    other => return Ok(other),
-                }
-            }
-        };
-        let started = std::time::Instant::now();
-        let out = tokio::select! {
-            out = tokio::time::timeout(plan.budget, run) => out.map_err(|_| Ended::Budget),
-            () = until(plan.token_expiry) => Err(Ended::TokenExpired),
-        };
-        let labels = [("tool", name)];
-        metrics::global().count(metric::SYNC_CALLS, &labels, 1);
-        metrics::global().time(
-            metric::SYNC_CALL_MS,
-            &labels,
-            started.elapsed().as_millis() as u64,
-        );
-        match out {
-            Ok(Ok(Step::Done(result))) => {
-                let m = result.as_object().cloned().unwrap_or_default();
-                CallOutcome::Result(finish(m, "complete", &self.meta))
-            }
-            Ok(Ok(Step::NeedInput(reqs))) => {
-                self.input_required(tenant, name, arguments, &ctx, reqs.into_iter().collect())
-            }
-            Ok(Ok(Step::Continue(_) | Step::Sleep(..) | Step::NeedInputAt(..))) => {
-                unreachable!("the loop only returns final steps")
-            }
-            Ok(Err(e)) => self.job_error(e),
-            Err(Ended::TokenExpired) => CallOutcome::Error(token_expired()),
-            Err(Ended::Budget) if policy == Policy::Optional => {
-                CallOutcome::Error(McpError::tasks_extension_required(format!(
-                    "Tool {name} needs longer than the synchronous budget: declare the \
-                     {TASKS_EXTENSION} extension to run it as a task"
-                )))
-            }
-            Err(Ended::Budget) => {
-                CallOutcome::Error(McpError::internal_with("The tool did not finish in time"))
-            }
-        }
-    }
 }
 
 /// Why an inline run stopped before its job ended.
-enum Ended {
+pub(super) enum Ended {
     /// It used up its budget.
     Budget,
     /// The caller's token expired.

@@ -105,3 +105,74 @@ fn a_refusal_is_a_tool_error_naming_the_limit() {
     assert_eq!(r["_meta"][QUOTA_META]["limit"], "active_tasks");
     assert_eq!(r["_meta"][QUOTA_META]["retryAfterMs"], 2000);
 }
+
+#[tokio::test]
+async fn shared_running_places_wait_their_turn_and_come_back_however_dropped() {
+    let places = RunningPlaces::Slots {
+        slots: Arc::new(MemoryRunSlots::default()),
+        max: 1,
+    };
+    let short = Duration::from_millis(200);
+    let first = places.take("t", short).await.unwrap().expect("free");
+    assert!(places.take("t", short).await.unwrap().is_none(), "taken");
+    assert!(
+        places.take("u", short).await.unwrap().is_some(),
+        "tenants apart"
+    );
+    // A waiter gets the place once it is given back, within its time.
+    let p = places.clone();
+    let waiter = tokio::spawn(async move { p.take("t", Duration::from_secs(5)).await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    first.release().await;
+    let second = waiter.await.unwrap().expect("handed on");
+    // Dropped without a release (a call whose client left): given back in the background.
+    drop(second);
+    let third = places.take("t", Duration::from_secs(2)).await.unwrap();
+    assert!(third.is_some(), "a dropped place comes back");
+    // A panic drops it too.
+    let p = places.clone();
+    let panicked = tokio::spawn(async move {
+        let _held = p.take("v", short).await.unwrap().unwrap();
+        panic!("the run panicked");
+    })
+    .await;
+    assert!(panicked.unwrap_err().is_panic());
+    assert!(
+        places
+            .take("v", Duration::from_secs(2))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn gate_running_places_time_out_and_free_on_drop() {
+    let gate = FairGate::new(4, 1);
+    let places = RunningPlaces::Gate(gate.clone());
+    let held = places.take("t", Duration::from_millis(50)).await.unwrap();
+    assert!(held.is_some());
+    assert!(
+        places
+            .take("t", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    drop(held);
+    assert_eq!(gate.running("t"), 0, "the timed-out waiter took nothing");
+    assert!(
+        places
+            .take("t", Duration::from_millis(50))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        RunningPlaces::Unlimited
+            .take("t", Duration::ZERO)
+            .await
+            .unwrap()
+            .is_some()
+    );
+}

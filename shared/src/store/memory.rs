@@ -43,20 +43,39 @@ impl MemoryStore {
     }
 }
 
+/// The places `tenant` holds: its non-terminal tasks (one contiguous range of keys).
+fn held(items: &BTreeMap<String, TaskRecord>, tenant: &str) -> usize {
+    let prefix = tenant_prefix(tenant);
+    items
+        .range(prefix.clone()..)
+        .take_while(|(k, _)| k.starts_with(&prefix))
+        .filter(|(_, t)| t.tenant == tenant && !t.status.is_terminal())
+        .count()
+}
+
 #[async_trait]
 impl TaskStore for MemoryStore {
-    async fn create(&self, task: &TaskRecord, arguments: &Value) -> Result<(), StoreError> {
+    async fn create_within(
+        &self,
+        task: &TaskRecord,
+        arguments: &Value,
+        max_active: usize,
+    ) -> Result<bool, StoreError> {
         encode(task)?;
         encode_arguments(arguments)?;
-        // Lock order: records, then arguments (as in `delete`).
+        // Lock order: records, then arguments (as in `delete`). The places are counted and the
+        // task stored under one lock: nothing can come between.
         let mut items = self.items();
         let k = key(&task.tenant, &task.task_id);
         if items.contains_key(&k) {
             return Err(StoreError::Conflict);
         }
+        if !task.status.is_terminal() && held(&items, &task.tenant) >= max_active {
+            return Ok(false);
+        }
         self.args().insert(k.clone(), arguments.clone());
         items.insert(k, task.clone());
-        Ok(())
+        Ok(true)
     }
 
     async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {

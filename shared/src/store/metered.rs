@@ -23,9 +23,14 @@ fn conflict(op: &str, r: &Result<impl Sized, StoreError>) {
 
 #[async_trait]
 impl<S: TaskStore> TaskStore for Metered<S> {
-    async fn create(&self, task: &TaskRecord, arguments: &Value) -> Result<(), StoreError> {
-        let r = self.0.create(task, arguments).await;
-        if r.is_ok() {
+    async fn create_within(
+        &self,
+        task: &TaskRecord,
+        arguments: &Value,
+        max_active: usize,
+    ) -> Result<bool, StoreError> {
+        let r = self.0.create_within(task, arguments, max_active).await;
+        if matches!(r, Ok(true)) {
             let m = metrics::global();
             m.count(name::TASKS_CREATED, &[("tool", &task.tool)], 1);
             if let Some(tenant) = m.tenant_label(&task.tenant) {

@@ -146,6 +146,16 @@ pub fn arguments_len(arguments: &Value) -> usize {
 ///   with `Conflict` if the key exists (and then changes nothing, the stored arguments
 ///   included), and with `TooLarge` if the record or the arguments exceed
 ///   [`MAX_RECORD_BYTES`];
+/// - **places**: each non-terminal task holds one place of its tenant, taken in the same step
+///   that stores it and given back in the same step that ends it (the write of a terminal
+///   record, or the `delete` of a record that was still active) — never twice, and never for
+///   another tenant (`"a"` is not `"ab"` nor `"a#b"`). `create_within(task, arguments, max)`
+///   stores the task only if its tenant holds fewer than `max` places, and otherwise answers
+///   `Ok(false)` having written nothing; concurrent calls never let a tenant past `max`. A
+///   create that fails (`Conflict`, `TooLarge`) takes no place. `create` is `create_within`
+///   without a limit (it still takes the place). Adapters whose places can outlive their task
+///   (DynamoDB: a crash between two writes, a record removed by the table's TTL) may hold one
+///   too many for a while, never one too few, and say how it is given back;
 /// - `arguments` returns the arguments `create` stored, exactly, for as long as the task
 ///   exists; no other call ever writes them (`update` in particular never does, whatever the
 ///   record it is given), and `delete` removes them with the record. `Ok(None)` when there
@@ -187,8 +197,21 @@ pub fn arguments_len(arguments: &Value) -> usize {
 ///   error.
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
-    /// Stores a new task and its arguments.
-    async fn create(&self, task: &TaskRecord, arguments: &Value) -> Result<(), StoreError>;
+    /// Stores a new task and its arguments, taking its tenant's place without a limit.
+    async fn create(&self, task: &TaskRecord, arguments: &Value) -> Result<(), StoreError> {
+        match self.create_within(task, arguments, usize::MAX).await? {
+            true => Ok(()),
+            false => Err(StoreError::backend("a tenant holds usize::MAX places")),
+        }
+    }
+    /// Stores a new task and its arguments if its tenant holds fewer than `max_active` places
+    /// (`Ok(true)`); else `Ok(false)`, nothing written. See the contract's places.
+    async fn create_within(
+        &self,
+        task: &TaskRecord,
+        arguments: &Value,
+        max_active: usize,
+    ) -> Result<bool, StoreError>;
     /// Reads one task of one tenant.
     async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError>;
     /// The arguments one task of one tenant was created with (read by the worker once per run,
@@ -392,8 +415,13 @@ mod tests {
 
     #[async_trait]
     impl TaskStore for Wrapped {
-        async fn create(&self, task: &TaskRecord, args: &Value) -> Result<(), StoreError> {
-            self.0.create(task, args).await
+        async fn create_within(
+            &self,
+            task: &TaskRecord,
+            args: &Value,
+            max: usize,
+        ) -> Result<bool, StoreError> {
+            self.0.create_within(task, args, max).await
         }
         async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
             self.0.get(id).await

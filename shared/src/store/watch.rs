@@ -126,10 +126,20 @@ impl<S> Watched<S> {
 
 #[async_trait]
 impl<S: TaskStore> TaskStore for Watched<S> {
-    async fn create(&self, task: &TaskRecord, arguments: &Value) -> Result<(), StoreError> {
-        self.inner.create(task, arguments).await?;
-        self.watchers.changed(&task.tenant, &task.task_id);
-        Ok(())
+    async fn create_within(
+        &self,
+        task: &TaskRecord,
+        arguments: &Value,
+        max_active: usize,
+    ) -> Result<bool, StoreError> {
+        let created = self
+            .inner
+            .create_within(task, arguments, max_active)
+            .await?;
+        if created {
+            self.watchers.changed(&task.tenant, &task.task_id);
+        }
+        Ok(created)
     }
     async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
         self.inner.get(id).await

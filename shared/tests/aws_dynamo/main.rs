@@ -20,8 +20,9 @@
 //! see a write late. Point these tests at the emulator.
 //!
 //! By subject: the contracts (`contracts.rs`), the table and its migrations (`table.rs`),
-//! tenants (`tenancy.rs`), what a record holds (`records.rs`), the listings (`listing.rs`),
-//! lost writes (`lost_writes.rs`) and the sweep (`sweep.rs`); this file holds what they share.
+//! tenants (`tenancy.rs`), each tenant's places (`places.rs`), what a record holds
+//! (`records.rs`), the listings (`listing.rs`), lost writes (`lost_writes.rs`) and the sweep
+//! (`sweep.rs`); this file holds what they share.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -29,6 +30,7 @@ mod common;
 mod contracts;
 mod listing;
 mod lost_writes;
+mod places;
 mod records;
 mod sweep;
 mod table;
@@ -43,9 +45,23 @@ use mcp_tasks_core::aws::dynamo::{self, DynamoStore};
 
 /// A client for the emulator, or `None` (after the SKIPPED line) when there is none.
 async fn client() -> Option<Client> {
+    client_with(false).await
+}
+
+/// [`client`], with its writes sent one at a time when the emulator is moto
+/// (`mcp_tasks_core::aws::serial`): what the checks of racing writers need.
+async fn racing_client() -> Option<Client> {
+    client_with(true).await
+}
+
+async fn client_with(racing: bool) -> Option<Client> {
     let [endpoint] = common::endpoints("aws_dynamo", [common::DYNAMODB])?;
+    let mut http = mcp_tasks_core::aws::https_client();
+    if racing && is_moto(&endpoint).await {
+        http = mcp_tasks_core::aws::serial::one_write_at_a_time(http);
+    }
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .http_client(mcp_tasks_core::aws::https_client())
+        .http_client(http)
         .endpoint_url(endpoint);
     if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() {
         loader = loader.credentials_provider(Credentials::new(
@@ -61,6 +77,13 @@ async fn client() -> Option<Client> {
         loader = loader.region(Region::new("us-east-1"));
     }
     Some(Client::new(&loader.load().await))
+}
+
+/// Whether the endpoint is moto (it answers `/moto-api/`).
+async fn is_moto(endpoint: &str) -> bool {
+    reqwest::get(format!("{endpoint}/moto-api/"))
+        .await
+        .is_ok_and(|r| r.status().is_success())
 }
 
 fn unique_table() -> String {

@@ -80,8 +80,13 @@ impl Journaled {
 
 #[async_trait]
 impl TaskStore for Journaled {
-    async fn create(&self, task: &TaskRecord, arguments: &Value) -> Result<(), StoreError> {
-        let out = self.inner.create(task, arguments).await;
+    async fn create_within(
+        &self,
+        task: &TaskRecord,
+        arguments: &Value,
+        max: usize,
+    ) -> Result<bool, StoreError> {
+        let out = self.inner.create_within(task, arguments, max).await;
         self.note(task, format!("create -> {out:?}"));
         out
     }

@@ -58,6 +58,14 @@ pub(super) fn runs_key(tenant: &str) -> String {
     k
 }
 
+/// The key of a tenant's places item (its active tasks, counted): `#places` after the
+/// tenant's key prefix, like [`runs_key`].
+pub(super) fn places_key(tenant: &str) -> String {
+    let mut k = tenant_prefix(tenant);
+    k.push_str("#places");
+    k
+}
+
 /// The key of a task's arguments item: the tenant's key prefix, `#args#`, the task id. Task
 /// ids never start with `#`, so no task key (nor the running-jobs key) is ever one of these.
 pub fn arguments_key(tenant: &str, task_id: &str) -> String {

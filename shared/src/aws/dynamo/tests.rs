@@ -1,4 +1,5 @@
 use super::item::{RESERVED, number_in_range};
+use super::key::split_pk;
 use super::*;
 use crate::task::{TaskStatus, new_task_id};
 use serde_json::json;

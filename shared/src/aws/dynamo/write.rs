@@ -174,7 +174,7 @@ const PUT_RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// `pause` plus up to half of it again, at random, so that writers throttled together do not
 /// retry together.
-fn jittered(pause: Duration) -> Duration {
+pub(super) fn jittered(pause: Duration) -> Duration {
     let mut b = [0u8; 2];
     let r = getrandom::fill(&mut b).map_or(0, |()| u16::from_le_bytes(b));
     pause + pause.mul_f64(f64::from(r) / f64::from(u16::MAX) / 2.0)
@@ -201,7 +201,7 @@ impl Prior {
 
 /// What a failed write request says about the write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Failure {
+pub(super) enum Failure {
     /// Refused for good (a 4xx other than throttling, or never sent): not applied, and trying
     /// again would not help.
     Refused,
@@ -212,7 +212,7 @@ enum Failure {
     Unknown,
 }
 
-fn failure_kind<E: ProvideErrorMetadata>(
+pub(super) fn failure_kind<E: ProvideErrorMetadata>(
     e: &SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
 ) -> Failure {
     match e {

@@ -52,7 +52,7 @@ pub enum ConfigError {
 /// | `MAX_ACTIVE_TASKS_PER_TENANT` | mcp        | unfinished tasks per tenant (1000)             |
 /// | `TASK_CREATE_PER_SECOND` / `TASK_CREATE_BURST` | mcp | creations per tenant per instance (20/s, 200) |
 /// | `MAX_TASK_SECONDS` / `MAX_TASK_CPU_SECONDS` | mcp, worker | per-task running and CPU time (86400, 1800) |
-/// | `MAX_RUNNING_JOBS_PER_TENANT` | worker     | a tenant's jobs running at once (100)          |
+/// | `MAX_RUNNING_JOBS_PER_TENANT` | worker, mcp | a tenant's jobs and inline calls running at once (100) |
 /// | `RESPONSE_STREAMING`  | mcp                  | `true`: API Gateway streams its answers (false) |
 /// | `STREAM_SECONDS`      | mcp with streaming   | longest streamed answer (840; 30 to 890)       |
 /// | `MAX_STREAMS_PER_TENANT` | mcp               | a tenant's open streams, all instances (10)    |

@@ -2,7 +2,7 @@
 
 use std::sync::Mutex;
 
-use super::{Op, Pending, StoreError};
+use super::{FULL, Op, Pending, StoreError};
 use crate::task::TaskRecord;
 
 /// Most bytes of (encoded) records the read cache holds; past it, the oldest entries are
@@ -135,7 +135,10 @@ impl ReadCache {
             st.pending.remove(&k);
             if outcomes.is_some_and(|o| o[i].is_ok()) {
                 match &p.op {
-                    Op::Create(t, bytes, _) | Op::Update(t, bytes) => {
+                    // Refused (its tenant's places were taken): nothing was written.
+                    Op::Create(..)
+                        if outcomes.is_some_and(|o| o[i].as_ref().ok() == Some(&FULL)) => {}
+                    Op::Create(t, bytes, ..) | Op::Update(t, bytes) => {
                         st.put(k, t.clone(), bytes.len());
                     }
                     Op::Delete(_) => st.remove(&k),

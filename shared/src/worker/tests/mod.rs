@@ -141,8 +141,13 @@ struct HangsAfter {
 
 #[async_trait]
 impl TaskStore for HangsAfter {
-    async fn create(&self, task: &TaskRecord, args: &Value) -> Result<(), StoreError> {
-        self.inner.create(task, args).await
+    async fn create_within(
+        &self,
+        task: &TaskRecord,
+        args: &Value,
+        max: usize,
+    ) -> Result<bool, StoreError> {
+        self.inner.create_within(task, args, max).await
     }
     async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
         self.reads.fetch_add(1, Ordering::SeqCst);

@@ -1,0 +1,280 @@
+//! A tenant's places on DynamoDB — its active tasks, counted — for the active-task quota.
+//!
+//! One item per tenant ([`places_key`]: no index attribute, so no listing sees it) holds `n`,
+//! the places taken, `v`, bumped at every change, `at`, when it last changed (epoch ms), and
+//! `last`, the task whose reservation changed it last. A creation takes its place with one
+//! conditional `UpdateItem` (`n < max`) before the task's record is written, and gives it
+//! back if the record is then certainly not written; the write that ends a task (or deletes
+//! an active one) gives it back with another. DynamoDB applies the updates of one item one
+//! after the other, so concurrent creations never pass the limit and never lose a race to
+//! each other: there is nothing to retry. The reasoning and its costs are in
+//! `docs/dynamodb.md` ("Places").
+//!
+//! The count errs one way only: a place may stay taken after its task is gone (a crash
+//! between the record's write and the counter's, a record removed by the table's TTL before
+//! the sweep purged it, a give-back whose answer was lost), never the reverse — a give-back is
+//! never retried unless the service said it was not applied. Such a place is found when the
+//! tenant is refused: if its counter has not moved for [`RECOUNT_AFTER`] (so no creation is in
+//! flight and the `tenant_active` index has caught up), the refusal counts the tenant's
+//! active tasks on that index and writes the count back, conditional on the version it read.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+
+use super::key::places_key;
+use super::write::{Failure, failure_kind, jittered};
+use super::{ATTR_PK, DynamoStore, backend};
+use crate::clock::now_ms;
+use crate::store::{StoreError, TaskStore};
+
+/// How long a tenant's counter must have been still before a refusal recounts it: longer than
+/// any creation can take between its reservation and its record (three writes, each bounded
+/// by the client's 10 s operation timeout), and far longer than the index lags the table.
+pub const RECOUNT_AFTER: Duration = Duration::from_secs(60);
+
+/// Rounds of one reservation: the first creation of a tenant races others to make its item,
+/// and a recount may move the counter; anything past this is a backend failure.
+const ROUNDS: usize = 4;
+
+/// A number attribute of `item`.
+fn number(item: &HashMap<String, AttributeValue>, name: &str) -> Option<u64> {
+    item.get(name)?.as_n().ok()?.parse().ok()
+}
+
+/// What a reservation did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reserved {
+    /// Took a place.
+    New,
+    /// Found the place this task took already (an earlier call for the same task id, or the
+    /// SDK's retry of an attempt that landed): took none, and must give none back.
+    Again,
+    /// The tenant holds its places: nothing written.
+    Full,
+}
+
+/// Why a reservation's conditional update failed, from the item as it was.
+enum Refusal {
+    /// No item yet: the tenant's first creation since places were counted.
+    NoItem,
+    /// An earlier attempt of this same reservation landed (its answer was lost).
+    Ours,
+    /// The tenant holds `n` places, at version `v`, unchanged since `at`.
+    Full { n: u64, v: u64, at: u64 },
+}
+
+impl DynamoStore {
+    /// Takes one of `tenant`'s places for task `task_id` unless it holds `max` already.
+    pub(super) async fn reserve(
+        &self,
+        tenant: &str,
+        task_id: &str,
+        max: usize,
+    ) -> Result<Reserved, StoreError> {
+        for _ in 0..ROUNDS {
+            let refusal = match self.try_reserve(tenant, task_id, max).await? {
+                None => return Ok(Reserved::New),
+                Some(r) => r,
+            };
+            match refusal {
+                Refusal::Ours => return Ok(Reserved::Again),
+                Refusal::NoItem => self.start_counting(tenant).await?,
+                Refusal::Full { n, v, at } => {
+                    if now_ms().saturating_sub(at) < RECOUNT_AFTER.as_millis() as u64
+                        || !self.recount(tenant, n, v).await?
+                    {
+                        return Ok(Reserved::Full);
+                    }
+                }
+            }
+        }
+        tracing::warn!(table = %self.table, "dynamodb.places_unsettled");
+        Err(StoreError::backend(
+            "a tenant's places could not be settled",
+        ))
+    }
+
+    /// One conditional `UpdateItem`; `None` when the place was taken.
+    async fn try_reserve(
+        &self,
+        tenant: &str,
+        task_id: &str,
+        max: usize,
+    ) -> Result<Option<Refusal>, StoreError> {
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(ATTR_PK, AttributeValue::S(places_key(tenant)))
+            .update_expression("SET #at = :now, #last = :id ADD #n :one, #v :one")
+            // `last`: the SDK's retry of an attempt that landed finds itself instead of taking
+            // a second place.
+            .condition_expression("#n < :max AND (attribute_not_exists(#last) OR #last <> :id)")
+            .expression_attribute_names("#n", "n")
+            .expression_attribute_names("#v", "v")
+            .expression_attribute_names("#at", "at")
+            .expression_attribute_names("#last", "last")
+            .expression_attribute_values(":now", AttributeValue::N(now_ms().to_string()))
+            .expression_attribute_values(":id", AttributeValue::S(task_id.to_owned()))
+            .expression_attribute_values(":one", AttributeValue::N("1".into()))
+            .expression_attribute_values(":max", AttributeValue::N(max.to_string()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        let e = match out {
+            Ok(_) => return Ok(None),
+            Err(e) => e,
+        };
+        let Some(UpdateItemError::ConditionalCheckFailedException(failed)) = e.as_service_error()
+        else {
+            return Err(backend("reserve", &self.table, e));
+        };
+        let Some(item) = failed.item() else {
+            return Ok(Some(Refusal::NoItem));
+        };
+        if item
+            .get("last")
+            .and_then(|l| l.as_s().ok())
+            .map(String::as_str)
+            == Some(task_id)
+        {
+            return Ok(Some(Refusal::Ours));
+        }
+        match (number(item, "n"), number(item, "v"), number(item, "at")) {
+            (Some(n), Some(v), Some(at)) => Ok(Some(Refusal::Full { n, v, at })),
+            // An item made by hand, or damaged: start it again from the index.
+            _ => Ok(Some(Refusal::NoItem)),
+        }
+    }
+
+    /// Makes (or remakes) `tenant`'s item from its active tasks on the `tenant_active` index:
+    /// tasks created before places were counted hold theirs too, and give them back as they
+    /// end. Losing the race to another creation's item is fine.
+    async fn start_counting(&self, tenant: &str) -> Result<(), StoreError> {
+        let n = match self.tenant_active_count(tenant, usize::MAX).await {
+            Ok(n) => n,
+            // A table older than that index (until `create_table` adds it): the `active`
+            // index, every tenant's keys, once.
+            Err(_) => self.count_on_active_index(tenant).await?,
+        };
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item(ATTR_PK, AttributeValue::S(places_key(tenant)))
+            .item("n", AttributeValue::N(n.to_string()))
+            .item("v", AttributeValue::N("1".into()))
+            .item("at", AttributeValue::N(now_ms().to_string()))
+            .condition_expression("attribute_not_exists(#pk) OR attribute_not_exists(#v)")
+            .expression_attribute_names("#pk", ATTR_PK)
+            .expression_attribute_names("#v", "v")
+            .send()
+            .await;
+        match put {
+            Ok(_) => {
+                tracing::info!(table = %self.table, places = n, "dynamodb.places_counted");
+                Ok(())
+            }
+            Err(e) if e.code() == Some("ConditionalCheckFailedException") => Ok(()),
+            Err(e) => Err(backend("places", &self.table, e)),
+        }
+    }
+
+    /// `tenant`'s keys on the `active` index (all tenants', page by page).
+    async fn count_on_active_index(&self, tenant: &str) -> Result<usize, StoreError> {
+        const PAGE: usize = 1000;
+        let (mut n, mut after) = (0, None);
+        loop {
+            let page = self.list_active(after.as_ref(), PAGE).await?;
+            n += page.iter().filter(|k| k.tenant == tenant).count();
+            if page.len() < PAGE {
+                return Ok(n);
+            }
+            after = page.last().cloned();
+        }
+    }
+
+    /// Counts a tenant that was refused at `n` places (version `v`) on the index and writes
+    /// the count back, unless the counter moved meanwhile; true when places were freed. Even
+    /// an unchanged count is written: `at` moves, so the next recount waits its turn.
+    async fn recount(&self, tenant: &str, n: u64, v: u64) -> Result<bool, StoreError> {
+        let counted = self
+            .tenant_active_count(tenant, usize::try_from(n).unwrap_or(usize::MAX))
+            .await? as u64;
+        let written = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(ATTR_PK, AttributeValue::S(places_key(tenant)))
+            .update_expression("SET #n = :counted, #at = :now ADD #v :one")
+            .condition_expression("#v = :v")
+            .expression_attribute_names("#n", "n")
+            .expression_attribute_names("#v", "v")
+            .expression_attribute_names("#at", "at")
+            .expression_attribute_values(":counted", AttributeValue::N(counted.to_string()))
+            .expression_attribute_values(":now", AttributeValue::N(now_ms().to_string()))
+            .expression_attribute_values(":one", AttributeValue::N("1".into()))
+            .expression_attribute_values(":v", AttributeValue::N(v.to_string()))
+            .send()
+            .await;
+        match written {
+            Ok(_) if counted < n => {
+                tracing::warn!(table = %self.table, held = n, counted, "dynamodb.places_recounted");
+                Ok(true)
+            }
+            Ok(_) => Ok(false),
+            // Moved meanwhile: a creation or an end got there first, and the next refusal
+            // looks again.
+            Err(e) if e.code() == Some("ConditionalCheckFailedException") => Ok(true),
+            Err(e) => Err(backend("places", &self.table, e)),
+        }
+    }
+
+    /// Gives back one of `tenant`'s places, after the write that ended or deleted one of its
+    /// active tasks. Never fails its caller, whose write is done: a give-back that cannot be
+    /// made, or whose answer is lost, leaves the place taken until a refusal recounts it. It
+    /// is retried only when the service said it was not applied (throttling), never after a
+    /// lost answer — twice would free a place nobody gave back.
+    pub(super) async fn give_back(&self, tenant: &str) {
+        let mut pause = Duration::from_millis(50);
+        for attempt in 1..=3 {
+            let out = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .key(ATTR_PK, AttributeValue::S(places_key(tenant)))
+                .update_expression("SET #at = :now ADD #n :minus, #v :one")
+                // No item, or nothing counted: a task from before places were counted.
+                .condition_expression("#n > :zero")
+                .expression_attribute_names("#n", "n")
+                .expression_attribute_names("#v", "v")
+                .expression_attribute_names("#at", "at")
+                .expression_attribute_values(":now", AttributeValue::N(now_ms().to_string()))
+                .expression_attribute_values(":minus", AttributeValue::N("-1".into()))
+                .expression_attribute_values(":one", AttributeValue::N("1".into()))
+                .expression_attribute_values(":zero", AttributeValue::N("0".into()))
+                .customize()
+                .config_override(
+                    aws_sdk_dynamodb::config::Builder::default()
+                        .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled()),
+                )
+                .send()
+                .await;
+            let e = match out {
+                Ok(_) => return,
+                Err(e) if e.code() == Some("ConditionalCheckFailedException") => return,
+                Err(e) => e,
+            };
+            if failure_kind(&e) != Failure::Throttled || attempt == 3 {
+                tracing::warn!(table = %self.table, error = %aws_sdk_dynamodb::error::DisplayErrorContext(&e), "dynamodb.place_not_given_back: a refusal recounts it");
+                return;
+            }
+            tokio::time::sleep(jittered(pause)).await;
+            pause *= 2;
+        }
+    }
+}
