@@ -75,14 +75,15 @@ async fn racing_creations_never_pass_the_active_task_quota() {
     assert_eq!((again.len(), refused), (4, 60));
 }
 
-/// Starts a long task of `c`'s tenant that holds a running place (a paced hash chain runs
-/// its steps in place), and waits until it runs.
+/// Starts a long task of `c`'s tenant that holds a running place, and waits until it runs.
+/// Its pace stays under the worker's `PARK_AFTER` (1 s): a pause that short is slept in
+/// place, holding the place, where a longer one would park the task and give the place back.
 async fn hold_the_running_place(c: &Client) -> String {
     let r = c
         .with_tasks()
         .tool(
             "hash_chain",
-            json!({"seed": "holder", "rounds": 100_000_000u64, "pace_ms": 1000}),
+            json!({"seed": "holder", "rounds": 100_000_000u64, "pace_ms": 500}),
         )
         .await;
     let id = r["taskId"].as_str().unwrap().to_owned();

@@ -158,7 +158,11 @@ async fn a_sweep_never_multiplies_jobs_waiting_for_their_tenants_place() {
     // Every one deferred at least once; then, as if they had waited two hours (past the
     // sweep's patience with a queue backlog, `BACKLOG_PATIENCE`), quiet since then.
     tokio::time::sleep(Duration::from_secs(20)).await;
+    // Only the waiting ones are aged: the one running holds a lease, and one between two
+    // invocations (handed over, its next message on its way) was written a moment ago, so
+    // two hours of quiet would be a fiction for either.
     let store = env.store();
+    let mut aged = 0;
     for id in &ids {
         let key = TaskRef {
             tenant: TENANT,
@@ -166,14 +170,27 @@ async fn a_sweep_never_multiplies_jobs_waiting_for_their_tenants_place() {
         };
         loop {
             let mut t = store.get(key).await.unwrap().expect("the task");
+            let now = mcp_tasks_core::clock::now_ms();
+            if t.waiting_until_ms.is_none_or(|u| u <= now)
+                || t.lease.as_ref().is_some_and(|l| l.expires_at_ms > now)
+            {
+                // Running, or between runs: then it was written moments ago.
+                let held = t.lease.as_ref().is_some_and(|l| l.expires_at_ms > now);
+                assert!(held || now - t.last_updated_at_ms < 30_000, "{t:?}");
+                break;
+            }
             t.last_updated_at_ms -= 2 * 3600 * 1000;
             match store.update(&t).await {
-                Ok(_) => break,
+                Ok(_) => {
+                    aged += 1;
+                    break;
+                }
                 Err(StoreError::Conflict) => continue,
                 Err(e) => panic!("{e}"),
             }
         }
     }
+    assert!(aged >= TASKS / 2, "{aged} of {TASKS} tasks were waiting");
     let before = queued_messages(&env).await;
     let report = env.run_sweep().await;
     // Two deferral rounds: whatever the sweep sent has been received and handled.
@@ -181,7 +198,8 @@ async fn a_sweep_never_multiplies_jobs_waiting_for_their_tenants_place() {
     let after = queued_messages(&env).await;
     println!(
         "WAITING JOBS {TASKS} tasks sharing their tenant's one place: {before} messages \
-         before the sweep, sweep re-sent {}, {after} messages after (one a task: {TASKS})",
+         before the sweep ({aged} aged as if waiting two hours), sweep re-sent {}, {after} messages \
+         after (one a task: {TASKS})",
         report["requeued"],
     );
     for id in &ids {
