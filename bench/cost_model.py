@@ -15,8 +15,8 @@ the same work as AWS Step Functions: a Standard workflow (billed per state trans
 a Wait state, a CPU job a Lambda task) and an Express one (billed per request and duration, at
 most 5 minutes, so not for the long lifecycles).
 
-Prices: us-east-1 list prices as published (Lambda arm64, API Gateway REST, DynamoDB on-demand,
-SQS standard, Step Functions); free tiers ignored. Override with --prices.
+Prices: us-east-1 list prices as published (Lambda arm64, API Gateway REST, AWS WAF, DynamoDB
+on-demand, SQS standard, Step Functions); free tiers ignored. Override with --prices.
 """
 import argparse
 import json
@@ -28,6 +28,9 @@ PRICES = {
     "lambda_request": 0.20 / 1e6,
     # API Gateway REST API, first 333 million requests a month.
     "apigw_rest_request": 3.50 / 1e6,
+    # AWS WAF (the template's Waf=on, the default): per request the web ACL inspects. The web
+    # ACL and its two rules are a fixed $5 + 2 x $1 a month, not per task (README).
+    "waf_request": 0.60 / 1e6,
     # DynamoDB on-demand: per write request unit (1 KB) and read request unit (4 KB strongly
     # consistent).
     "ddb_wru": 0.625 / 1e6,
@@ -85,6 +88,7 @@ def lifecycle_cost(lc, p):
         requests += use["invocations"]
     return {
         "api": lc["api_requests"] * p["apigw_rest_request"],
+        "waf": lc["api_requests"] * p["waf_request"],
         "lambda": lam + requests * p["lambda_request"],
         "dynamodb": lc["ddb_wru"] * p["ddb_wru"] + lc["ddb_rru"] * p["ddb_rru"],
         "sqs": lc["sqs_requests"] * p["sqs_request"],
@@ -98,7 +102,7 @@ def step_functions_cost(lc, p):
     (per state transition, and the Lambda doing the job's CPU work) or an Express one
     (per request and duration, at most 5 minutes). `None` where Express cannot run it."""
     sf = lc["step_functions"]
-    front = lc["api_requests"] * p["apigw_rest_request"]
+    front = lc["api_requests"] * (p["apigw_rest_request"] + p["waf_request"])
     for fn in ("mcp", "tasks"):
         use = lc["lambda"].get(fn)
         if use:
@@ -268,18 +272,18 @@ def main():
         rows.append((name, parts, total, standard, express))
     million = 1e6
     if args.markdown:
-        print("| lifecycle | API Gateway | Lambda | DynamoDB | SQS | **total** | Step Functions Standard | Express |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        print("| lifecycle | API Gateway | WAF | Lambda | DynamoDB | SQS | **total** | Step Functions Standard | Express |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for name, parts, total, standard, express in rows:
-            cells = [f"${parts[k] * million:,.2f}" for k in ("api", "lambda", "dynamodb", "sqs")]
+            cells = [f"${parts[k] * million:,.2f}" for k in ("api", "waf", "lambda", "dynamodb", "sqs")]
             ex = "—" if express is None else f"${express * million:,.2f}"
             print(f"| {name} | {' | '.join(cells)} | **${total * million:,.2f}** | ${standard * million:,.2f} | {ex} |")
         return
-    print(f"{'lifecycle':52} {'api':>9} {'lambda':>10} {'dynamodb':>9} {'sqs':>8} {'TOTAL':>10} {'SFN std':>10} {'SFN expr':>9}   ($ per million tasks)")
+    print(f"{'lifecycle':52} {'api':>9} {'waf':>8} {'lambda':>10} {'dynamodb':>9} {'sqs':>8} {'TOTAL':>10} {'SFN std':>10} {'SFN expr':>9}   ($ per million tasks)")
     for name, parts, total, standard, express in rows:
         ex = "-" if express is None else f"{express * million:9.2f}"
         print(
-            f"{name:52} {parts['api'] * million:9.2f} {parts['lambda'] * million:10.2f} "
+            f"{name:52} {parts['api'] * million:9.2f} {parts['waf'] * million:8.2f} {parts['lambda'] * million:10.2f} "
             f"{parts['dynamodb'] * million:9.2f} {parts['sqs'] * million:8.2f} "
             f"{total * million:10.2f} {standard * million:10.2f} {ex:>9}"
         )

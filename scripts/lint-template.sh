@@ -9,7 +9,14 @@
 #      values) tried against the parameter constraints and the Rules assertions; and the Api
 #      events' ResponseTransferMode (SAM ignores a misspelt one and buffers; the streaming mcp
 #      function needs RESPONSE_STREAM on every event);
-#   3. `sam validate --lint` (aws-sam-cli) — SAM's own validation. Large install; skip it with
+#   3. checkov — a security scanner for infrastructure as code, twice: on the SAM template
+#      (it reads AWS::Serverless::Function and ::Api itself) and on its offline transform
+#      (scripts/lib/sam_transform.py: the REST API stages, execution roles and permissions SAM
+#      generates, which the SAM template does not show). Every finding is fixed or skipped in
+#      the template with a reason (`Metadata: checkov: skip:`); any other fails the lint.
+#      `--skip-download`: nothing is fetched from a vendor's platform; the checks ship in the
+#      package;
+#   4. `sam validate --lint` (aws-sam-cli) — SAM's own validation. Large install; skip it with
 #      SKIP_SAM=1.
 #
 #   scripts/lint-template.sh            # lint template.yaml
@@ -17,6 +24,7 @@
 set -euo pipefail
 
 CFN_LINT_VERSION=1.58.0
+CHECKOV_VERSION=3.3.30
 SAM_CLI_VERSION=1.170.0
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -34,6 +42,22 @@ scenarios=()
 [ "$template" -ef "$root/template.yaml" ] && scenarios=(--scenarios)
 "$cfn/bin/python" "$root/scripts/lib/template_params.py" --check "$template" "${scenarios[@]}"
 echo "lint-template: parameter bounds${scenarios:+ and deploy scenarios (Rules)} pass" >&2
+
+# checkov's venv also holds aws-sam-translator (scripts/lock/checkov.txt) for the transform.
+ckv="$root/.tools/checkov/venv"
+ensure_pyvenv "$ckv" checkov "$CHECKOV_VERSION"
+transformed="$(mktemp -d)"
+trap 'rm -rf "$transformed"' EXIT
+"$ckv/bin/python" "$root/scripts/lib/sam_transform.py" "$template" "$transformed/template.json"
+for t in "$template" "$transformed/template.json"; do
+  "$ckv/bin/checkov" --file "$t" --framework cloudformation --skip-download --compact --quiet \
+    >"$transformed/checkov.out" 2>&1 || {
+    cat "$transformed/checkov.out" >&2
+    echo "lint-template: checkov $CHECKOV_VERSION finds what the template neither fixes nor skips with a reason ($t)" >&2
+    exit 1
+  }
+done
+echo "lint-template: checkov $CHECKOV_VERSION passes (the SAM template and its transform; skips in the template say why)" >&2
 
 if [ "${SKIP_SAM:-0}" != "1" ]; then
   sam="$root/.tools/sam/venv"

@@ -35,6 +35,12 @@
 //! `COLD_START_WORKER=1` adds the worker's init (`worker`, and `worker+lambda-targets` with a
 //! manifest of declared tools on Lambda targets), and `COLD_START_WORKER_BASELINE=/path/to/worker`
 //! another build of it.
+//!
+//! `COLD_START_SECRET=1` adds a row `mcp+secret`: the mcp function as the template deploys it,
+//! its `requestState` key fetched from Secrets Manager at init (`STATE_KEY_SECRET_ARN`), from a
+//! stand-in on loopback (tests/support_aws/secrets.rs) over plain HTTP: the init's own cost
+//! (the client built, the request signed, sent and read), not the TLS handshake and the
+//! network round trip a real fetch adds on Lambda.
 
 #[path = "../shared/tests/common/mod.rs"]
 mod common;
@@ -311,6 +317,30 @@ async fn cold_start_mcp_next_to_minimal() {
                 status: None,
             });
         }
+    }
+    let secrets = support_aws::SecretsStandIn::start(support_aws::SecretAnswer::Value(
+        "a-cold-start-bench-key-from-secrets-manager".into(),
+    ))
+    .await;
+    if std::env::var("COLD_START_SECRET").is_ok_and(|v| v == "1") {
+        // The key's secret instead of the key (an empty STATE_KEY counts as unset).
+        let env: Vec<(&'static str, &'static str)> = vec![
+            ("STATE_KEY", ""),
+            (
+                "STATE_KEY_SECRET_ARN",
+                "arn:aws:secretsmanager:us-east-1:123456789012:secret:cold-start-AbCdEf",
+            ),
+            (
+                "AWS_ENDPOINT_URL_SECRETS_MANAGER",
+                Box::leak(secrets.url.clone().into_boxed_str()),
+            ),
+        ];
+        targets.push(Target {
+            name: "mcp+secret",
+            exe: exe("mcp"),
+            env: Box::leak(env.into_boxed_slice()),
+            status: Some(200),
+        });
     }
     let mut samples: Vec<Samples> = targets.iter().map(|_| Samples::default()).collect();
     for _ in 0..n {

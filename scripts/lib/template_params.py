@@ -18,7 +18,9 @@ It is a model, not CloudFormation: AllowedPattern is Java's regex dialect, read 
   template_params.py TEMPLATE Key=Value ...   # one deploy: prints what fails, exit 1 if any
   template_params.py --check TEMPLATE [--scenarios] [--verbose]
       # the policy below; with --scenarios also the careless deploys in SCENARIOS (template.yaml),
-      # each printed with what CloudFormation would answer when --verbose
+      # each printed with what CloudFormation would answer when --verbose, and the defences the
+      # default deploy must have (`defences`: WAF in front of every stage, access logs, no
+      # secret in an environment, the mcp function's reservation, the cost alarms)
 
 The policy: every Number parameter has MinValue and MaxValue (or AllowedValues), every String
 parameter AllowedValues or AllowedPattern, and every Default passes its own constraints. And,
@@ -95,6 +97,55 @@ SCENARIOS = [
     ("DomainName with a URL", {**JWT, "DomainName": "https://mcp.example.com"}, "DomainName"),
     ("StateKeyVersionId of a put-secret-value",
      {**JWT, "StateKeyVersionId": "EXAMPLE1-90ab-cdef-fedc-ba987EXAMPLE"}, None),
+    ("McpReservedConcurrency=0, streams bounded by the account only (deliberate)",
+     {**JWT, "McpReservedConcurrency": "0"}, None),
+    ("McpReservedConcurrency=none", {**JWT, "McpReservedConcurrency": "none"},
+     "McpReservedConcurrency"),
+    ("Waf=off, deliberately", {**JWT, "Waf": "off"}, None),
+    ("Waf=yes", {**JWT, "Waf": "yes"}, "Waf"),
+    ("Waf=false", {**JWT, "Waf": "false"}, "Waf"),
+    ("WafRequestsPerIpPerMinute=5, under WAF's minimum",
+     {**JWT, "WafRequestsPerIpPerMinute": "5"}, "WafRequestsPerIpPerMinute"),
+    ("WafRequestsPerIpPerMinute=0 meaning no limit", {**JWT, "WafRequestsPerIpPerMinute": "0"},
+     "WafRequestsPerIpPerMinute"),
+    ("WafTokenlessPerMinute=0 meaning no limit", {**JWT, "WafTokenlessPerMinute": "0"},
+     "WafTokenlessPerMinute"),
+    ("WafTokenlessPerMinute raised for a large deployment",
+     {**JWT, "WafTokenlessPerMinute": "6000", "WafRequestsPerIpPerMinute": "3000",
+      "ApiThrottleRateLimit": "200"}, None),
+    ("AuthMode=none behind the WAF (no token-less cap: no request has a token)",
+     {"AuthMode": "none", "AllowUnauthenticated": "yes"}, None),
+    ("ApiGatewayLogsRole=existing", {**JWT, "ApiGatewayLogsRole": "existing"}, None),
+    ("ApiGatewayLogsRole=none (access logs off)", {**JWT, "ApiGatewayLogsRole": "none"},
+     "ApiGatewayLogsRole"),
+    ("KmsKeyArn, a key ARN", {**JWT, "KmsKeyArn":
+                              "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"},
+     None),
+    ("KmsKeyArn as an alias (IAM needs the key's ARN)",
+     {**JWT, "KmsKeyArn": "alias/mcp-tasks"}, "KmsKeyArn"),
+    ("KmsKeyArn as an alias ARN", {**JWT, "KmsKeyArn":
+                                   "arn:aws:kms:eu-west-1:123456789012:alias/mcp-tasks"},
+     "KmsKeyArn"),
+    ("KmsKeyArn as a bare key id", {**JWT, "KmsKeyArn": "1234abcd-12ab-34cd-56ef-1234567890ab"},
+     "KmsKeyArn"),
+    ("DynamoWriteUnitsAlarmPerHour=0", {**JWT, "DynamoWriteUnitsAlarmPerHour": "0"},
+     "DynamoWriteUnitsAlarmPerHour"),
+    ("DynamoReadUnitsAlarmPerHour=10, every poll pages", {**JWT, "DynamoReadUnitsAlarmPerHour": "10"},
+     "DynamoReadUnitsAlarmPerHour"),
+    ("DeferralAlarmPer5Minutes=0, every deferral pages", {**JWT, "DeferralAlarmPer5Minutes": "0"},
+     "DeferralAlarmPer5Minutes"),
+    ("a budget that tells nobody", {**JWT, "BudgetMonthlyUsd": "100"},
+     "BudgetMonthlyUsd needs BudgetEmail or AlarmTopicArn"),
+    ("a budget e-mailed", {**JWT, "BudgetMonthlyUsd": "100", "BudgetEmail": "ops@example.com"}, None),
+    ("a budget to the alarm topic",
+     {**JWT, "BudgetMonthlyUsd": "100",
+      "AlarmTopicArn": "arn:aws:sns:eu-west-1:123456789012:mcp-tasks-alarms"}, None),
+    ("a budget of -5 dollars", {**JWT, "BudgetMonthlyUsd": "-5", "BudgetEmail": "ops@example.com"},
+     "BudgetMonthlyUsd"),
+    ("BudgetEmail with two addresses", {**JWT, "BudgetMonthlyUsd": "100",
+                                        "BudgetEmail": "a@example.com,b@example.com"},
+     "BudgetEmail"),
+    ("BudgetEmail without a budget (ignored)", {**JWT, "BudgetEmail": "ops@example.com"}, None),
     ("a parameter the template lacks", {**JWT, "MaxConcurrentJobs": "10"}, "do not exist"),
 ]
 
@@ -149,6 +200,8 @@ def evaluate(node, values: dict):
         if fn == "Fn::Contains":
             items, item = evaluate(arg[0], values), evaluate(arg[1], values)
             return str(item) in [str(i) for i in items]
+        if fn == "Condition" and "__conditions__" in values:
+            return evaluate(values["__conditions__"][arg], values)
         raise ValueError(f"Rules: {fn} is not modelled here")
     if isinstance(node, list):
         return [evaluate(x, values) for x in node]
@@ -211,6 +264,143 @@ def streaming(template: dict) -> list[str]:
     return out
 
 
+def resolved(node, values: dict):
+    """`node` with Fn::If and Ref resolved for one deploy (`values` as in `deploy`, with the
+    template's Conditions under "__conditions__"); AWS::NoValue drops the item. Other
+    functions are left as they are."""
+    if isinstance(node, dict) and len(node) == 1:
+        (fn, arg), = node.items()
+        if fn == "Fn::If":
+            name, yes, no = arg
+            return resolved(yes if evaluate({"Condition": name}, values) else no, values)
+        if fn == "Ref" and arg == "AWS::NoValue":
+            return NO_VALUE
+        if fn == "Ref" and arg in values:
+            return values[arg]
+    if isinstance(node, dict):
+        out = {k: resolved(v, values) for k, v in node.items()}
+        return {k: v for k, v in out.items() if v is not NO_VALUE}
+    if isinstance(node, list):
+        return [x for x in (resolved(v, values) for v in node) if x is not NO_VALUE]
+    return node
+
+
+NO_VALUE = object()
+
+
+def default_deploy(template: dict, given: dict[str, str]) -> tuple[dict, dict]:
+    """The resources a deploy with these values creates (Condition true, Fn::If resolved)."""
+    params = template.get("Parameters", {})
+    values = {k: given.get(k, str(p.get("Default"))) for k, p in params.items()}
+    values["__conditions__"] = template.get("Conditions", {})
+    made = {name: resolved(r, values) for name, r in template.get("Resources", {}).items()
+            if "Condition" not in r or evaluate({"Condition": r["Condition"]}, values)}
+    return made, values
+
+
+def refs(node) -> set[str]:
+    """Every resource or parameter name `node` refers to (Ref, Fn::GetAtt, Fn::Sub)."""
+    out = set()
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "Ref" and isinstance(v, str):
+                out.add(v.split(".")[0])
+            elif k == "Fn::GetAtt":
+                out.add((v[0] if isinstance(v, list) else v.split(".")[0]))
+            elif k == "Fn::Sub":
+                text = v[0] if isinstance(v, list) else v
+                out |= {m.split(".")[0] for m in re.findall(r"\$\{([^!}][^}]*)\}", text)}
+                if isinstance(v, list):
+                    out |= refs(v[1])
+            else:
+                out |= refs(v)
+    elif isinstance(node, list):
+        for v in node:
+            out |= refs(v)
+    return out
+
+
+def statements(resource: dict) -> list[dict]:
+    """The IAM statements of a function's inline Policies."""
+    out = []
+    for pol in (resource.get("Properties", {}).get("Policies") or []):
+        if isinstance(pol, dict):
+            out += pol.get("Statement") or []
+    return out
+
+
+# What the default deploy (every default, AuthMode=jwt) must have against a hostile tenant's
+# bill and callers without a token; each line names what it checks. A template that loses one
+# fails the lint, whatever cfn-lint and the scenarios say.
+def defences(template: dict) -> list[str]:
+    out = []
+    made, values = default_deploy(template, JWT)
+    apis = [n for n, r in made.items() if r.get("Type") == "AWS::Serverless::Api"]
+    fronted = {a for r in made.values() if r.get("Type") == "AWS::WAFv2::WebACLAssociation"
+               for a in refs(r.get("Properties", {}).get("ResourceArn"))}
+    for api in apis:
+        if api not in fronted:
+            out.append(f"{api}: no WAF web ACL in front of its stage by default: a token-less "
+                       "flood spends the stage's throttle before any token is checked")
+        if "AccessLogSetting" not in made[api].get("Properties", {}):
+            out.append(f"{api}: no access logs (AccessLogSetting)")
+    acls = [r for r in made.values() if r.get("Type") == "AWS::WAFv2::WebACL"]
+    rules = [rule for acl in acls for rule in acl["Properties"].get("Rules", [])]
+    keys = {rule.get("Statement", {}).get("RateBasedStatement", {}).get("AggregateKeyType")
+            for rule in rules}
+    if acls and "IP" not in keys:
+        out.append("WebAcl: no rate-based rule per source address (AggregateKeyType IP)")
+    if acls and not any("NotStatement" in (rule.get("Statement", {}).get("RateBasedStatement", {})
+                                           .get("ScopeDownStatement") or {}) for rule in rules):
+        out.append("WebAcl: no cap on requests without a bearer token")
+    for name, r in made.items():
+        if r.get("Type") != "AWS::Serverless::Function":
+            continue
+        props = r.get("Properties", {})
+        env = (props.get("Environment") or {}).get("Variables") or {}
+        for var, v in env.items():
+            text = str(v)
+            if "{{resolve:secretsmanager" in text or "{{resolve:ssm-secure" in text:
+                out.append(f"{name}: {var} resolves a secret into the environment, readable by "
+                           "whoever may read the function's configuration")
+        for st in statements(r):
+            acts = st.get("Action")
+            acts = [acts] if isinstance(acts, str) else acts or []
+            if any(a.startswith("secretsmanager:") for a in acts):
+                res = st.get("Resource")
+                if not isinstance(res, dict) or "Ref" not in res:
+                    out.append(f"{name}: a secretsmanager statement on {res!r}, not one secret")
+    mcp = made.get("McpFunction", {}).get("Properties", {})
+    try:
+        reserved = int(mcp.get("ReservedConcurrentExecutions", 0))
+    except (TypeError, ValueError):
+        reserved = 0
+    if reserved <= 0:
+        out.append("McpFunction: no reserved concurrency by default: streams (each up to "
+                   "StreamSeconds) can take the whole account's executions")
+    watched = set()
+    for r in made.values():
+        if r.get("Type") != "AWS::CloudWatch::Alarm":
+            continue
+        props = r.get("Properties", {})
+        watched.add(str(props.get("MetricName")))
+        for m in props.get("Metrics") or []:
+            watched.add(str(m.get("Expression")))
+            watched.add(str(((m.get("MetricStat") or {}).get("Metric") or {}).get("MetricName")))
+    text = " ".join(watched)
+    for metric in ("ThrottledRequests", "ConsumedWriteCapacityUnits", "ConsumedReadCapacityUnits",
+                   "jobs_deferred"):
+        if metric not in text:
+            out.append(f"no alarm watches {metric}")
+    budgeted, _ = default_deploy(template, {**JWT, "BudgetMonthlyUsd": "100",
+                                            "BudgetEmail": "ops@example.com"})
+    if any(r.get("Type") == "AWS::Budgets::Budget" for r in made.values()):
+        out.append("a budget is deployed by default (BudgetMonthlyUsd should default to 0: off)")
+    if not any(r.get("Type") == "AWS::Budgets::Budget" for r in budgeted.values()):
+        out.append("BudgetMonthlyUsd=100 deploys no AWS::Budgets::Budget")
+    return out
+
+
 def main(argv: list[str]) -> int:
     verbose = "--verbose" in argv
     argv = [a for a in argv if a != "--verbose"]
@@ -218,6 +408,7 @@ def main(argv: list[str]) -> int:
         template = load(argv[1])
         failures = policy(template) + streaming(template)
         if argv[2:] == ["--scenarios"]:
+            failures += defences(template)
             for what, given, expect in SCENARIOS:
                 errors = deploy(template, given)
                 ok = not errors if expect is None else any(expect in e for e in errors)

@@ -18,8 +18,9 @@
 //! By subject: task lifecycles (`lifecycles.rs`), a long job's hand-overs and their trace
 //! (`hand_overs.rs`), the CLI and older clients (`clients.rs`), what the function binaries
 //! link and are granted (`binaries.rs`), declared tools on lambda targets (`declared.rs`), the
-//! measured figures (`figures.rs`), and what one tenant can make the deployment store, re-send
-//! and hold (`hostile.rs`); this file holds the polling and the checks they share.
+//! measured figures (`figures.rs`), what one tenant can make the deployment store, re-send
+//! and hold (`hostile.rs`), and the state key from Secrets Manager (`secrets.rs`); this file
+//! holds the polling and the checks they share.
 
 #[path = "../../shared/tests/common/mod.rs"]
 mod common;
@@ -35,6 +36,7 @@ mod figures;
 mod hand_overs;
 mod hostile;
 mod lifecycles;
+mod secrets;
 
 use std::time::Duration;
 

@@ -28,6 +28,7 @@
 //! - `proxy.rs`: the SDK proxy that counts every DynamoDB/SQS call, and what the template
 //!   grants each function;
 //! - `xray.rs`: the stand-in X-Ray daemon;
+//! - `secrets.rs`: the stand-in Secrets Manager (the mcp function's state key);
 //! - `env.rs`: [`Env`], the four functions wired together over a fresh table and queue;
 //! - `solo.rs`: [`Solo`], one function binary alone under its own Runtime API;
 //! - `units.rs`: what DynamoDB bills for an item (its size, a put's write units);
@@ -42,6 +43,7 @@ mod gateway;
 mod net;
 mod proxy;
 mod runtime;
+mod secrets;
 mod solo;
 mod streamed;
 mod units;
@@ -55,6 +57,7 @@ pub use self::{
     esm::EsmStats,
     proxy::{Counts, DYNAMO_READS, DYNAMO_WRITES, granted_actions},
     runtime::{Output, RuntimeApi, Streamed},
+    secrets::{SecretAnswer, SecretRequest, SecretsStandIn},
     solo::Solo,
     units::{item_bytes, write_units},
 };

@@ -7,6 +7,7 @@ use mcp_tasks_core::aws::lambda::{
     Config, Ports, Role, http_invocation, http_router, init_logging, prefer_one_cert_bundle,
     serving_tools,
 };
+use mcp_tasks_core::aws::sdk_config;
 use mcp_tasks_tools::{BUNDLED_MANIFEST, ToolSet};
 
 fn main() -> Result<(), Error> {
@@ -18,9 +19,12 @@ fn main() -> Result<(), Error> {
 #[tokio::main]
 async fn serve() -> Result<(), Error> {
     init_logging();
-    let config = Config::from_env(Role::Mcp)?;
+    // The requestState key comes from Secrets Manager when the environment names its secret
+    // (STATE_KEY_SECRET_ARN, as deployed), with the SDK settings the ports then use.
+    let sdk = sdk_config().await;
+    let config = Config::from_env(Role::Mcp)?.fetch_secrets(&sdk).await?;
     let tools = serving_tools(&config, ToolSet::tools_from_env()?, BUNDLED_MANIFEST).await?;
-    let router = http_router(&config, &Ports::connect(&config).await, tools);
+    let router = http_router(&config, &Ports::connect_with(&config, sdk), tools);
     // Behind a streaming integration (`RESPONSE_STREAMING=true`) every answer goes out as
     // it is written: a JSON answer as one whole body, an SSE answer event by event.
     let streamed = config.stream_budget.is_some();

@@ -1,6 +1,6 @@
 //! AWS adapters of the ports: [`dynamo::DynamoStore`] (the [`crate::store::TaskStore`]) and
-//! [`sqs::SqsQueue`] (the [`crate::queue::WorkQueue`]), and the operators' view of the work
-//! queue's dead-letter queue ([`dlq`]). Nothing outside this module imports the AWS SDK.
+//! [`sqs::SqsQueue`] (the [`crate::queue::WorkQueue`]), the operators' view of the work
+//! queue's dead-letter queue ([`dlq`]), and secrets read from Secrets Manager ([`secrets`]). Nothing outside this module imports the AWS SDK.
 //! Endpoints follow the SDK's standard settings (`AWS_ENDPOINT_URL`,
 //! `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL_SQS`), which is how the local emulators and
 //! LocalStack are reached.
@@ -33,6 +33,7 @@ mod https;
 pub mod invoke;
 #[cfg(feature = "lambda")]
 pub mod lambda;
+pub mod secrets;
 #[cfg(feature = "contracts")]
 pub mod serial;
 pub mod sqs;

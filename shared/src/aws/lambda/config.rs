@@ -25,6 +25,19 @@ pub enum ConfigError {
         /// What is wrong (never the value: it may be a secret).
         reason: &'static str,
     },
+    /// A secret the configuration names could not be read (its ARN and the service's error
+    /// code, never its value).
+    #[error(transparent)]
+    Secret(#[from] crate::aws::secrets::SecretError),
+}
+
+/// A Secrets Manager secret to fetch at cold start ([`Config::fetch_secrets`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretRef {
+    /// The secret's ARN.
+    pub arn: String,
+    /// A `VersionId`; `None`: the current value (`AWSCURRENT`).
+    pub version: Option<String>,
 }
 
 /// Function configuration, read once at cold start.
@@ -33,7 +46,9 @@ pub enum ConfigError {
 /// |-----------------------|----------------------|------------------------------------------------|
 /// | `TABLE_NAME`          | all (required)       | the DynamoDB task table                        |
 /// | `QUEUE_URL`           | all (required)       | the SQS work queue                             |
-/// | `STATE_KEY`           | mcp (required)       | ≥ 32 characters; seals `requestState`          |
+/// | `STATE_KEY`           | mcp (this or the next) | ≥ 32 characters; seals `requestState` (local runs, tests) |
+/// | `STATE_KEY_SECRET_ARN` | mcp (this or the previous) | a Secrets Manager secret holding it, fetched at cold start ([`Config::fetch_secrets`]; the template's) |
+/// | `STATE_KEY_SECRET_VERSION` | mcp with `STATE_KEY_SECRET_ARN` | the secret's `VersionId` to read (default: the current value) |
 /// | `MAX_RECEIVES`        | worker (required)    | the queue's `maxReceiveCount` (DLQ redrive)    |
 /// | `ALLOWED_HOSTS`       | mcp, tasks           | comma list for `Host`/`Origin`; empty: any     |
 /// | `TOOLS`               | mcp, worker          | `builtin` (default) or `conformance`: read by the main (`tools/`) |
@@ -65,8 +80,12 @@ pub struct Config {
     pub table_name: String,
     /// SQS queue URL.
     pub queue_url: String,
-    /// The `requestState` key (SHA-256 of `STATE_KEY`), when set.
+    /// The `requestState` key (SHA-256 of `STATE_KEY`, or of the secret's value once
+    /// [`Config::fetch_secrets`] has read it), when set.
     pub state_key: Option<[u8; 32]>,
+    /// The secret holding the `requestState` key (`STATE_KEY_SECRET_ARN`), until
+    /// [`Config::fetch_secrets`] reads it into [`Config::state_key`].
+    pub state_key_secret: Option<SecretRef>,
     /// Accepted `Host`/`Origin` names; empty accepts any (the gateway only routes its own).
     pub allowed_hosts: Vec<String>,
     /// A manifest file to serve instead of the bundled one (`TOOLS_MANIFEST`).
@@ -110,6 +129,7 @@ impl std::fmt::Debug for Config {
             .field("table_name", &self.table_name)
             .field("queue_url", &self.queue_url)
             .field("state_key", &self.state_key.map(|_| "<set>"))
+            .field("state_key_secret", &self.state_key_secret)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("tools_manifest", &self.tools_manifest)
             .field("tool_target_functions", &self.tool_target_functions)
@@ -142,16 +162,24 @@ impl Config {
         let required = |name: &'static str| var(name).ok_or(ConfigError::Missing(name));
         let table_name = required("TABLE_NAME")?;
         let queue_url = required("QUEUE_URL")?;
-        let state_key = match (var("STATE_KEY"), role) {
-            (None, Role::Mcp) => return Err(ConfigError::Missing("STATE_KEY")),
-            (None, _) => None,
-            (Some(k), _) if k.len() < 32 => {
+        // The key itself (a local run, a test), or the secret holding it (the template's),
+        // never both: which one counts would be a guess.
+        let state_key_secret = var("STATE_KEY_SECRET_ARN").map(|arn| SecretRef {
+            arn,
+            version: var("STATE_KEY_SECRET_VERSION"),
+        });
+        let state_key = match (var("STATE_KEY"), &state_key_secret, role) {
+            (Some(_), Some(_), _) => {
                 return Err(ConfigError::Invalid {
-                    name: "STATE_KEY",
-                    reason: "must be at least 32 characters",
+                    name: "STATE_KEY_SECRET_ARN",
+                    reason: "set STATE_KEY or STATE_KEY_SECRET_ARN, not both",
                 });
             }
-            (Some(k), _) => Some(Sha256::digest(k.as_bytes()).into()),
+            (None, None, Role::Mcp) => {
+                return Err(ConfigError::Missing("STATE_KEY or STATE_KEY_SECRET_ARN"));
+            }
+            (None, _, _) => None,
+            (Some(k), None, _) => Some(state_key(&k, "STATE_KEY")?),
         };
         let max_receives = match (var("MAX_RECEIVES"), role) {
             (None, Role::Worker) => return Err(ConfigError::Missing("MAX_RECEIVES")),
@@ -300,6 +328,7 @@ impl Config {
             table_name,
             queue_url,
             state_key,
+            state_key_secret,
             allowed_hosts,
             tools_manifest,
             tool_target_functions,
@@ -310,6 +339,37 @@ impl Config {
             stream_budget,
         })
     }
+}
+
+impl Config {
+    /// Reads the secrets the configuration names ([`Config::state_key_secret`]) from Secrets
+    /// Manager with `sdk`'s settings, once, at cold start: the function's `main` calls it
+    /// after [`Config::from_env`]. Does nothing (no client built, no call) when none is named.
+    /// A secret that cannot be read, or whose value is too short, fails the cold start with
+    /// its ARN and the reason, never its value.
+    pub async fn fetch_secrets(mut self, sdk: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
+        if let Some(secret) = self.state_key_secret.take() {
+            let client = crate::aws::secrets::secretsmanager_client(sdk);
+            let value =
+                crate::aws::secrets::secret_string(&client, &secret.arn, secret.version.as_deref())
+                    .await?;
+            self.state_key = Some(state_key(value.expose().trim(), "STATE_KEY_SECRET_ARN")?);
+        }
+        Ok(self)
+    }
+}
+
+/// The `requestState` key from its text: SHA-256 of it, which must be at least 32 characters
+/// (`name` says where it came from). The same text gives the same key, from the environment or
+/// from the secret.
+fn state_key(text: &str, name: &'static str) -> Result<[u8; 32], ConfigError> {
+    if text.len() < 32 {
+        return Err(ConfigError::Invalid {
+            name,
+            reason: "the key must be at least 32 characters",
+        });
+    }
+    Ok(Sha256::digest(text.as_bytes()).into())
 }
 
 /// The per-tenant quotas from `MAX_ACTIVE_TASKS_PER_TENANT`, `MAX_RUNNING_JOBS_PER_TENANT`,

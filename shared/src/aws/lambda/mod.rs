@@ -44,7 +44,9 @@ mod tests;
 mod tools;
 mod worker;
 
-pub use config::{Config, ConfigError, MAX_STREAM_SECONDS, MIN_STREAM_SECONDS, UNKNOWN_TOOL_GRACE};
+pub use config::{
+    Config, ConfigError, MAX_STREAM_SECONDS, MIN_STREAM_SECONDS, SecretRef, UNKNOWN_TOOL_GRACE,
+};
 pub use logging::init_logging;
 pub use start::prefer_one_cert_bundle;
 pub use sweep::{SweepError, SweepReport, Sweeper};
@@ -124,8 +126,14 @@ impl Ports {
     /// The process-wide settings of this cold start are applied here too, once per process:
     /// how many tenants the metrics name (`METRICS_TENANTS`).
     pub async fn connect(config: &Config) -> Self {
+        Self::connect_with(config, super::sdk_config().await)
+    }
+
+    /// [`Ports::connect`] with an SDK configuration already loaded ([`super::sdk_config`]):
+    /// what a `main` that read a secret first ([`Config::fetch_secrets`]) passes on, so that
+    /// a cold start loads it once.
+    pub fn connect_with(config: &Config, sdk: aws_config::SdkConfig) -> Self {
         crate::metrics::global().name_tenants(config.metrics_tenants);
-        let sdk = super::sdk_config().await;
         let sqs = super::FirstUse::new({
             let sdk = sdk.clone();
             move || super::sqs_client(&sdk)
