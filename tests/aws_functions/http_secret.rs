@@ -68,7 +68,10 @@ async fn an_http_target_gets_its_header_from_secrets_manager() {
         .client()
         .tool("report", json!({"month": "2026-12", "parts": 1}))
         .await;
-    assert_eq!(inline["isError"], false, "{inline}");
+    assert_eq!(
+        inline["content"][0]["text"], "Report 2026-12: 1 parts, total 7",
+        "{inline}"
+    );
     // Fetched once per cold start of each function, signed, for this secret only.
     let requests = secrets.requests.lock().unwrap().clone();
     assert!(!requests.is_empty(), "no function fetched the secret");
