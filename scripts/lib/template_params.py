@@ -81,6 +81,15 @@ SCENARIOS = [
     ("a wildcard Lambda target", {**JWT, "ToolTargetFunctions":
                                   "arn:aws:lambda:eu-west-1:123456789012:function:*"},
      "ToolTargetFunctions"),
+    ("declared tools' http secrets by ARN",
+     {**JWT, "ToolSecretArns": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:deploy-key-AbCdEf,"
+                               "arn:aws:secretsmanager:eu-west-1:123456789012:secret:team/report-key-a1B2c3"},
+     None),
+    ("an http secret by name (IAM needs an ARN)", {**JWT, "ToolSecretArns": "deploy-key"},
+     "ToolSecretArns"),
+    ("a wildcard http secret", {**JWT, "ToolSecretArns":
+                                "arn:aws:secretsmanager:eu-west-1:123456789012:secret:*"},
+     "ToolSecretArns"),
     ("MaxReceiveCount=2", {**JWT, "MaxReceiveCount": "2"}, "MaxReceiveCount"),
     ("WorkerMaxConcurrency=1", {**JWT, "WorkerMaxConcurrency": "1"}, "WorkerMaxConcurrency"),
     ("WorkerMaxConcurrency=5000", {**JWT, "WorkerMaxConcurrency": "5000"}, "WorkerMaxConcurrency"),

@@ -35,6 +35,7 @@ mod declared;
 mod figures;
 mod hand_overs;
 mod hostile;
+mod http_secret;
 mod lifecycles;
 mod secrets;
 

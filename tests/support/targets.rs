@@ -29,9 +29,15 @@ pub struct Helper {
 impl Helper {
     /// Starts `python3 script args…` and waits for its URL.
     pub fn python(script: &Path, args: &[&str]) -> Helper {
+        Self::python_with(script, args, &[])
+    }
+
+    /// [`Helper::python`] with variables `envs` added to its environment.
+    pub fn python_with(script: &Path, args: &[&str], envs: &[(&str, &str)]) -> Helper {
         let mut child = Command::new("python3")
             .arg(script)
             .args(args)
+            .envs(envs.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

@@ -35,8 +35,8 @@ pub enum TargetKind {
     Http {
         /// The URL.
         url: String,
-        /// The secret header: its name and the variable holding its value.
-        secret: Option<(String, String)>,
+        /// The secret header, if any.
+        secret: Option<HttpSecret>,
     },
     /// A program and its arguments, with the variables it is given.
     Command {
@@ -45,6 +45,20 @@ pub enum TargetKind {
         /// Environment variables passed on.
         env: Vec<String>,
     },
+}
+
+/// An `http` target's secret header: its name and where its value comes from. The value is
+/// read once, when the manifest's tools are built, never per step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpSecret {
+    /// The header's name (`Authorization` unless the entry names another).
+    pub header: String,
+    /// The environment variable holding the value (`secret_env`): the local server's source,
+    /// and the deployed functions' where no `arn` is given.
+    pub env: Option<String>,
+    /// The Secrets Manager secret holding the value (`secret_arn`): fetched at cold start by
+    /// the deployed functions; the local server reads `env` instead.
+    pub arn: Option<String>,
 }
 
 /// An entry's limits and options (docs/tool-manifest.md).

@@ -1,12 +1,13 @@
 //! The `http` target: a `POST` of the request per step to an HTTPS endpoint (plain HTTP only to
-//! loopback), with a header whose value comes from the server's environment, never from the
-//! manifest. The `200` body is the answer; redirects are not followed.
+//! loopback), with a header whose value comes from the server's environment or, deployed, from
+//! Secrets Manager, never from the manifest. The `200` body is the answer; redirects are not followed.
 
 use std::net::IpAddr;
 
 use async_trait::async_trait;
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 
+use super::entry::HttpSecret;
 use super::target::{CallLimits, Target, TargetError, TargetHost};
 
 /// An HTTPS endpoint.
@@ -17,12 +18,8 @@ pub struct HttpTarget {
 }
 
 impl HttpTarget {
-    /// The target for `url`, sending header `secret.0` with the value of variable `secret.1`.
-    pub fn new(
-        url: &str,
-        secret: Option<&(String, String)>,
-        host: &TargetHost,
-    ) -> Result<Self, String> {
+    /// The target for `url`, sending `secret`'s header with its value (see [`secret_value`]).
+    pub fn new(url: &str, secret: Option<&HttpSecret>, host: &TargetHost) -> Result<Self, String> {
         let url = reqwest::Url::parse(url).map_err(|_| "target.http is not a URL".to_owned())?;
         let host_name = url.host_str().unwrap_or("");
         let loopback = host_name.eq_ignore_ascii_case("localhost")
@@ -42,15 +39,12 @@ impl HttpTarget {
         }
         let secret = match secret {
             None => None,
-            Some((header, var)) => {
-                let name = HeaderName::from_bytes(header.as_bytes())
+            Some(secret) => {
+                let name = HeaderName::from_bytes(secret.header.as_bytes())
                     .map_err(|_| "header is not an HTTP header name".to_owned())?;
-                let value = host
-                    .var(var)
-                    .filter(|v| !v.is_empty())
-                    .ok_or_else(|| format!("secret_env {var} is not set"))?;
+                let (value, source) = secret_value(secret, host)?;
                 let mut value = HeaderValue::from_str(&value)
-                    .map_err(|_| format!("secret_env {var} is not a valid header value"))?;
+                    .map_err(|_| format!("{source} is not a valid header value"))?;
                 value.set_sensitive(true);
                 Some((name, value))
             }
@@ -65,6 +59,29 @@ impl HttpTarget {
             client,
         })
     }
+}
+
+/// The secret header's value and where it came from (for messages, never the value): the
+/// secret `secret_arn` names where the host fetched secrets (Lambda), else the variable
+/// `secret_env` names. An entry with only a `secret_arn` cannot be served locally.
+fn secret_value(secret: &HttpSecret, host: &TargetHost) -> Result<(String, String), String> {
+    if let (Some(arn), Some(fetched)) = (&secret.arn, &host.secrets) {
+        let value = fetched
+            .get(arn)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| format!("secret_arn {arn} has no value"))?;
+        return Ok((value.clone(), format!("secret_arn {arn}")));
+    }
+    let Some(var) = &secret.env else {
+        return Err(
+            "secret_arn is read on AWS only: give secret_env too for the local server".into(),
+        );
+    };
+    let value = host
+        .var(var)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| format!("secret_env {var} is not set"))?;
+    Ok((value, format!("secret_env {var}")))
 }
 
 #[async_trait]

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::command::CommandTarget;
-pub use super::entry::{DeclaredEntry, Limits, TargetKind};
+pub use super::entry::{DeclaredEntry, HttpSecret, Limits, TargetKind};
 use super::http::HttpTarget;
 use super::target::{Target, TargetHost};
 use super::tool::DeclaredTool;
@@ -94,6 +94,9 @@ struct TargetSpec {
     /// `http`: the environment variable holding the header's whole value.
     #[serde(default)]
     secret_env: Option<String>,
+    /// `http`: the Secrets Manager secret holding the header's whole value (AWS).
+    #[serde(default)]
+    secret_arn: Option<String>,
     /// `command`: environment variables passed on to the program.
     #[serde(default)]
     env: Option<Vec<String>>,
@@ -221,6 +224,25 @@ impl Manifest {
         Ok(out)
     }
 
+    /// The Secrets Manager secrets its `http` targets name (`secret_arn`), each once: what the
+    /// deployed functions fetch at cold start and their role must be allowed to read (the
+    /// template's `ToolSecretArns`).
+    pub fn secret_arns(&self) -> Vec<&str> {
+        let mut arns: Vec<&str> = self
+            .entries
+            .iter()
+            .filter_map(|e| match &e.target {
+                TargetKind::Http {
+                    secret: Some(s), ..
+                } => s.arn.as_deref(),
+                _ => None,
+            })
+            .collect();
+        arns.sort_unstable();
+        arns.dedup();
+        arns
+    }
+
     /// The Lambda functions the entries name (what the worker's role must be allowed to
     /// invoke: the template's `ToolTargetFunctions`).
     pub fn lambda_functions(&self) -> Vec<&str> {
@@ -320,10 +342,10 @@ fn target(t: TargetSpec) -> Result<TargetKind, String> {
     if kinds.iter().filter(|k| **k).count() != 1 {
         return Err("target must be exactly one of lambda, http or command".into());
     }
-    let http_only = t.header.is_some() || t.secret_env.is_some();
+    let http_only = t.header.is_some() || t.secret_env.is_some() || t.secret_arn.is_some();
     if let Some(function) = t.lambda {
         if http_only || t.env.is_some() {
-            return Err("a lambda target takes no header, secret_env or env".into());
+            return Err("a lambda target takes no header, secret_env, secret_arn or env".into());
         }
         let ok = !function.is_empty()
             && function.len() <= 170
@@ -339,17 +361,37 @@ fn target(t: TargetSpec) -> Result<TargetKind, String> {
         if t.env.is_some() {
             return Err("an http target takes no env".into());
         }
-        if t.header.is_some() && t.secret_env.is_none() {
-            return Err("header needs secret_env (the variable holding its value)".into());
+        if let Some(var) = t.secret_env.as_deref().filter(|v| !valid_var(v)) {
+            return Err(format!(
+                "secret_env is not a variable name: {}",
+                crate::protocol::truncate(var, 64)
+            ));
         }
-        let secret = t
-            .secret_env
-            .map(|var| (t.header.unwrap_or_else(|| "Authorization".into()), var));
+        if let Some(arn) = t.secret_arn.as_deref().filter(|a| !secret_arn(a)) {
+            return Err(format!(
+                "secret_arn is not a Secrets Manager secret ARN \
+                 (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME): {}",
+                crate::protocol::truncate(arn, 64)
+            ));
+        }
+        let secret = match (t.secret_env, t.secret_arn) {
+            (None, None) if t.header.is_some() => {
+                return Err(
+                    "header needs secret_env or secret_arn (where its value comes from)".into(),
+                );
+            }
+            (None, None) => None,
+            (env, arn) => Some(HttpSecret {
+                header: t.header.unwrap_or_else(|| "Authorization".into()),
+                env,
+                arn,
+            }),
+        };
         return Ok(TargetKind::Http { url, secret });
     }
     let argv = t.command.unwrap_or_default();
     if http_only {
-        return Err("a command target takes no header or secret_env".into());
+        return Err("a command target takes no header, secret_env or secret_arn".into());
     }
     if argv.first().is_none_or(|p| p.is_empty()) || argv.iter().any(|a| a.contains('\0')) {
         return Err("target.command must be a program and its arguments".into());
@@ -362,6 +404,27 @@ fn target(t: TargetSpec) -> Result<TargetKind, String> {
         ));
     }
     Ok(TargetKind::Command { argv, env })
+}
+
+/// Whether `arn` is a Secrets Manager secret's ARN, as IAM grants it (the full ARN, with the
+/// six random characters Secrets Manager appends to the name).
+fn secret_arn(arn: &str) -> bool {
+    let parts: Vec<&str> = arn.splitn(7, ':').collect();
+    let word = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    arn.len() <= 2048
+        && parts.len() == 7
+        && parts[0] == "arn"
+        && parts[1].starts_with("aws")
+        && word(parts[1])
+        && parts[2] == "secretsmanager"
+        && word(parts[3])
+        && parts[4].len() == 12
+        && parts[4].bytes().all(|b| b.is_ascii_digit())
+        && parts[5] == "secret"
+        && !parts[6].is_empty()
+        && parts[6]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/_+=.@-".contains(&b))
 }
 
 fn valid_var(v: &str) -> bool {

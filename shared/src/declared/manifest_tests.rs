@@ -1,6 +1,9 @@
 use super::*;
 use crate::declared::target::LambdaInvoker;
 use serde_json::json;
+use std::collections::HashMap;
+
+const ARN: &str = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:deploy-key-AbCdEf";
 
 const EXAMPLE: &str = r#"
 [[tool]]
@@ -63,7 +66,11 @@ fn the_documented_example_reads_with_its_defaults() {
         deploy.target,
         TargetKind::Http {
             url: "https://deploy.example.com/step".into(),
-            secret: Some(("X-Api-Key".into(), "DEPLOY_KEY".into()))
+            secret: Some(HttpSecret {
+                header: "X-Api-Key".into(),
+                env: Some("DEPLOY_KEY".into()),
+                arn: None,
+            })
         }
     );
     assert_eq!(
@@ -176,7 +183,7 @@ target = { command = ["true"] }"#;
                     "{ command = [\"true\"], secret_env = \"K\" }"
                 )
             ),
-            "a command target takes no header or secret_env",
+            "a command target takes no header, secret_env or secret_arn",
         ),
         (
             format!(
@@ -203,7 +210,37 @@ target = { command = ["true"] }"#;
                     "{ http = \"https://x\", header = \"A\" }"
                 )
             ),
-            "header needs secret_env",
+            "header needs secret_env or secret_arn",
+        ),
+        (
+            format!(
+                "[[tool]]\n{}",
+                ok.replace(
+                    "{ command = [\"true\"] }",
+                    "{ http = \"https://x\", secret_arn = \"arn:aws:s3:::bucket\" }"
+                )
+            ),
+            "secret_arn is not a Secrets Manager secret ARN",
+        ),
+        (
+            format!(
+                "[[tool]]\n{}",
+                ok.replace(
+                    "{ command = [\"true\"] }",
+                    "{ http = \"https://x\", secret_env = \"A=B\" }"
+                )
+            ),
+            "secret_env is not a variable name",
+        ),
+        (
+            format!(
+                "[[tool]]\n{}",
+                ok.replace(
+                    "{ command = [\"true\"] }",
+                    &format!("{{ lambda = \"f\", secret_arn = \"{ARN}\" }}")
+                )
+            ),
+            "a lambda target takes no header, secret_env, secret_arn or env",
         ),
         ("not toml at all [".into(), "not a tool manifest"),
     ];
@@ -267,6 +304,10 @@ fn targets_a_host_cannot_run_are_refused() {
         })),
         ..TargetHost::default()
     };
+    let aws_without_value = TargetHost {
+        secrets: Some(HashMap::new()),
+        ..lambda_host.clone()
+    };
     let refused = [
         (
             entry("{ command = [\"true\"] }"),
@@ -282,6 +323,20 @@ fn targets_a_host_cannot_run_are_refused() {
             entry("{ http = \"https://x.example\", secret_env = \"MISSING\" }"),
             &local,
             "secret_env MISSING is not set",
+        ),
+        (
+            entry(&format!(
+                "{{ http = \"https://x.example\", secret_arn = \"{ARN}\" }}"
+            )),
+            &local,
+            "secret_arn is read on AWS only: give secret_env too",
+        ),
+        (
+            entry(&format!(
+                "{{ http = \"https://x.example\", secret_arn = \"{ARN}\" }}"
+            )),
+            &aws_without_value,
+            "has no value",
         ),
         (
             entry("{ http = \"http://x.example/step\" }"),
@@ -316,6 +371,16 @@ fn targets_a_host_cannot_run_are_refused() {
     ] {
         assert_eq!(entry(ok).tools(&local).unwrap().len(), 1, "{ok}");
     }
+    // Deployed, the fetched secret wins over the variable; locally the variable is read.
+    let both =
+        format!("{{ http = \"https://x.example\", secret_env = \"KEY\", secret_arn = \"{ARN}\" }}");
+    let aws = TargetHost {
+        secrets: Some(HashMap::from([(ARN.to_owned(), "from-secrets".to_owned())])),
+        ..lambda_host.clone()
+    };
+    assert_eq!(entry(&both).tools(&aws).unwrap().len(), 1);
+    assert_eq!(entry(&both).tools(&local).unwrap().len(), 1);
+    assert_eq!(entry(&both).secret_arns(), [ARN]);
     assert_eq!(
         entry("{ lambda = \"report\" }")
             .tools(&lambda_host)

@@ -100,6 +100,11 @@ pub struct TargetHost {
     /// Reads a secret named by the manifest (`secret_env`): the process environment by
     /// default; tests pass their own.
     pub env: Option<VarLookup>,
+    /// The values of the Secrets Manager secrets the manifest names (`secret_arn`), by ARN,
+    /// fetched once before the targets are built: `Some` on Lambda (where an entry's
+    /// `secret_arn` wins over its `secret_env`), `None` on the local server (which reads
+    /// `secret_env` only). `Debug` shows no value.
+    pub secrets: Option<std::collections::HashMap<String, String>>,
 }
 
 impl std::fmt::Debug for TargetHost {
@@ -108,6 +113,10 @@ impl std::fmt::Debug for TargetHost {
             .field("allow_commands", &self.allow_commands)
             .field("lambda", &self.lambda.is_some())
             .field("base_dir", &self.base_dir)
+            .field(
+                "secrets",
+                &self.secrets.as_ref().map(|m| m.keys().collect::<Vec<_>>()),
+            )
             .finish_non_exhaustive()
     }
 }

@@ -93,6 +93,10 @@ pub struct Config {
     /// The Lambda functions this function's role may invoke (`TOOL_TARGET_FUNCTIONS`, the
     /// template's `ToolTargetFunctions`): a manifest naming another one refuses to start.
     pub tool_target_functions: Vec<String>,
+    /// The Secrets Manager secrets this function's role may read for declared tools' `http`
+    /// targets (`TOOL_SECRET_ARNS`, the template's `ToolSecretArns`): a manifest naming
+    /// another `secret_arn` refuses to start.
+    pub tool_secret_arns: Vec<String>,
     /// Deliveries SQS makes before dead-lettering a message.
     pub max_receives: u32,
     /// How long a working task may sit unheld and unchanged before the sweep re-enqueues it.
@@ -133,6 +137,7 @@ impl std::fmt::Debug for Config {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("tools_manifest", &self.tools_manifest)
             .field("tool_target_functions", &self.tool_target_functions)
+            .field("tool_secret_arns", &self.tool_secret_arns)
             .field("max_receives", &self.max_receives)
             .field("sweep_stale", &self.sweep_stale)
             .field("task_ttl_ms", &self.tasks.ttl_ms)
@@ -195,14 +200,17 @@ impl Config {
             }
         };
         let tools_manifest = var("TOOLS_MANIFEST").map(std::path::PathBuf::from);
-        let tool_target_functions = var("TOOL_TARGET_FUNCTIONS")
-            .map(|v| {
+        let list = |v: Option<String>| -> Vec<String> {
+            v.map(|v| {
                 v.split([',', ' '])
                     .filter(|f| !f.is_empty())
                     .map(str::to_owned)
                     .collect()
             })
-            .unwrap_or_default();
+            .unwrap_or_default()
+        };
+        let tool_target_functions = list(var("TOOL_TARGET_FUNCTIONS"));
+        let tool_secret_arns = list(var("TOOL_SECRET_ARNS"));
         let sweep_stale = match var("SWEEP_STALE_SECONDS") {
             None => Duration::from_secs(300),
             Some(v) => Duration::from_secs(v.parse().map_err(|_| ConfigError::Invalid {
@@ -332,6 +340,7 @@ impl Config {
             allowed_hosts,
             tools_manifest,
             tool_target_functions,
+            tool_secret_arns,
             max_receives,
             sweep_stale,
             tasks,

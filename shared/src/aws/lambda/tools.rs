@@ -2,12 +2,16 @@
 //! `tools/`), then the declared tools of the manifest — the bundled `tools.toml`, or the file
 //! `TOOLS_MANIFEST` names — over `lambda` and `http` targets. A manifest that cannot be served
 //! here fails the cold start, naming the entry: a `command` target (never on Lambda), a Lambda
-//! function the role may not invoke (not in `TOOL_TARGET_FUNCTIONS`), a bad entry.
+//! function the role may not invoke (not in `TOOL_TARGET_FUNCTIONS`), a secret it may not read
+//! (not in `TOOL_SECRET_ARNS`) or cannot fetch, a bad entry. The `http` targets' secrets are
+//! fetched here, once per cold start.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::Config;
 use crate::app::DuplicateTool;
+use crate::declared::manifest::{HttpSecret, TargetKind};
 use crate::declared::{Manifest, ManifestError, TargetHost};
 use crate::tools::{Registry, Tool};
 
@@ -34,6 +38,27 @@ pub enum ToolsError {
         /// The function.
         function: String,
     },
+    /// An `http` target's `secret_arn` the role is not allowed to read.
+    #[error(
+        "{origin}: {entry} reads secret {arn}, which ToolSecretArns (TOOL_SECRET_ARNS) does \
+         not list: the role may not read it"
+    )]
+    SecretNotGranted {
+        /// The manifest.
+        origin: String,
+        /// The tool.
+        entry: String,
+        /// The secret.
+        arn: String,
+    },
+    /// A granted secret could not be fetched (its ARN and the service's code, never a value).
+    #[error("{origin}: {source}")]
+    Secret {
+        /// The manifest.
+        origin: String,
+        /// What failed.
+        source: crate::aws::secrets::SecretError,
+    },
 }
 
 impl std::fmt::Debug for ToolsError {
@@ -51,7 +76,7 @@ pub async fn serving_tools(
 ) -> Result<Arc<Registry>, ToolsError> {
     let manifest = manifest(config, bundled)?;
     manifest.check_schemas()?;
-    let declared = manifest.tools(&host(&manifest).await)?;
+    let declared = manifest.tools(&host(&manifest).await?)?;
     Ok(crate::app::serving_registry(crate::app::all_tools(
         rust, declared,
     )?))
@@ -65,7 +90,7 @@ pub async fn running_tools(
     bundled: &str,
 ) -> Result<Arc<Registry>, ToolsError> {
     let manifest = manifest(config, bundled)?;
-    let declared = manifest.tools(&host(&manifest).await)?;
+    let declared = manifest.tools(&host(&manifest).await?)?;
     Ok(Arc::new(Registry::new(crate::app::all_tools(
         rust, declared,
     )?)))
@@ -78,33 +103,68 @@ fn manifest(config: &Config, bundled: &str) -> Result<Manifest, ToolsError> {
         None => Manifest::parse(bundled, "the bundled tools.toml")?,
     };
     for e in &manifest.entries {
-        if let crate::declared::manifest::TargetKind::Lambda(f) = &e.target
-            && !config.tool_target_functions.iter().any(|g| granted(g, f))
-        {
-            return Err(ToolsError::NotGranted {
-                origin: manifest.origin.clone(),
-                entry: format!("tool {}", e.name),
-                function: f.clone(),
-            });
+        match &e.target {
+            TargetKind::Lambda(f)
+                if !config.tool_target_functions.iter().any(|g| granted(g, f)) =>
+            {
+                return Err(ToolsError::NotGranted {
+                    origin: manifest.origin.clone(),
+                    entry: format!("tool {}", e.name),
+                    function: f.clone(),
+                });
+            }
+            TargetKind::Http {
+                secret: Some(HttpSecret { arn: Some(arn), .. }),
+                ..
+            } if !config.tool_secret_arns.contains(arn) => {
+                return Err(ToolsError::SecretNotGranted {
+                    origin: manifest.origin.clone(),
+                    entry: format!("tool {}", e.name),
+                    arn: arn.clone(),
+                });
+            }
+            _ => {}
         }
     }
     Ok(manifest)
 }
 
 /// What a Lambda function may do here: invoke functions (with the SDK, when the manifest names
-/// any), never start a program.
-async fn host(manifest: &Manifest) -> TargetHost {
-    let lambda = match manifest.lambda_functions().is_empty() {
+/// any), read the secrets its `http` targets name (fetched now, all at once), never start a
+/// program. Builds no client the manifest does not need.
+async fn host(manifest: &Manifest) -> Result<TargetHost, ToolsError> {
+    let (functions, arns) = (manifest.lambda_functions(), manifest.secret_arns());
+    let sdk = match functions.is_empty() && arns.is_empty() {
         true => None,
-        false => Some(Arc::new(crate::aws::invoke::SdkInvoker::new(
-            crate::aws::sdk_config().await,
-        )) as Arc<dyn crate::declared::LambdaInvoker>),
+        false => Some(crate::aws::sdk_config().await),
     };
-    TargetHost {
+    let lambda = match (functions.is_empty(), &sdk) {
+        (false, Some(sdk)) => Some(Arc::new(crate::aws::invoke::SdkInvoker::new(sdk.clone()))
+            as Arc<dyn crate::declared::LambdaInvoker>),
+        _ => None,
+    };
+    let mut secrets = HashMap::new();
+    if let (false, Some(sdk)) = (arns.is_empty(), &sdk) {
+        let client = crate::aws::secrets::secretsmanager_client(sdk);
+        let values = futures_util::future::join_all(
+            arns.iter()
+                .map(|arn| crate::aws::secrets::secret_string(&client, arn, None)),
+        )
+        .await;
+        for (arn, value) in arns.iter().zip(values) {
+            let value = value.map_err(|source| ToolsError::Secret {
+                origin: manifest.origin.clone(),
+                source,
+            })?;
+            secrets.insert((*arn).to_owned(), value.expose().to_owned());
+        }
+    }
+    Ok(TargetHost {
         allow_commands: false,
         lambda,
+        secrets: Some(secrets),
         ..TargetHost::default()
-    }
+    })
 }
 
 /// Whether granting `grant` (an ARN, as IAM takes it) covers invoking `function` (a name or an
