@@ -39,6 +39,8 @@ mod hosts;
 mod legacy;
 mod listen;
 mod scrape;
+#[cfg(test)]
+mod wire_tests;
 
 use call::{CallOutcome, InlineRun};
 use deadline::Delivery;
