@@ -1,5 +1,5 @@
-//! The MCP 2026-07-28 wire: JSON-RPC envelope, per-request `_meta`, header rules, error codes
-//! and the HTTP status each error travels with.
+//! The MCP 2026-07-28 wire: JSON-RPC envelope, method names and typed requests (both lanes),
+//! per-request `_meta`, header rules, error codes and the HTTP status each error travels with.
 //!
 //! Every error a client can provoke is an [`McpError`]: a JSON-RPC error object plus the HTTP
 //! status it is sent with. It is built once, where the problem is found, and turned into bytes
