@@ -7,7 +7,8 @@
 //!   the answers queued for a client, a connection cap; the operators' metrics listener;
 //! - [`handler`] — the HTTP-agnostic endpoint: validation, dispatch, errors → bytes (once);
 //! - [`auth`] — the OAuth 2.1 resource server (bearer JWTs, tenant from a claim);
-//! - [`protocol`] — JSON-RPC envelope, `_meta`, header rules, error codes, sealed `requestState`;
+//! - [`protocol`] — JSON-RPC envelope, method names, typed requests, `_meta`, header rules, error
+//!   codes, sealed `requestState`;
 //! - [`engine`] — creating tasks and serving `tasks/get|update|cancel` over the ports;
 //! - [`worker`] — running jobs under a lease, with checkpoints, cancellation and hand-over;
 //! - [`jobs`] — the step-wise job API tools implement;

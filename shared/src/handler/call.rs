@@ -4,6 +4,8 @@
 
 use super::deadline::{Delivery, InlinePlan, token_expired, until};
 use super::*;
+use crate::protocol::method;
+use crate::protocol::request::CallToolParams;
 
 mod inline;
 #[cfg(test)]
@@ -29,29 +31,32 @@ pub(super) enum CallOutcome {
 impl McpService {
     pub(super) async fn call_tool(
         self: &Arc<Self>,
-        req: &Request,
+        id: &Value,
+        p: CallToolParams,
         headers: &HeaderMap,
         tenant: &str,
-        name: &str,
         meta: RequestMeta,
         delivery: Delivery,
     ) -> Result<Reply, McpError> {
+        let name = p.name?;
+        expect_header(headers, MCP_NAME, &name, true)?;
+        let name = name.as_str();
         let Some(tool) = self.tools.get(name).cloned() else {
             return Err(McpError::invalid_params(format!(
                 "Unknown tool: {}",
                 crate::protocol::truncate(name, 64)
             )));
         };
-        let arguments = params::arguments(&req.params)?;
+        let arguments = p.arguments?;
         check_params(headers, self.tools.mirrored_params(name), &arguments)?;
         let arguments = Value::Object(arguments);
         self.tools
             .validate(name, &arguments)
             .map_err(McpError::invalid_params)?;
-        let responses = params::input_responses(&req.params)?.cloned();
-        let state = match params::request_state(&req.params)? {
+        let responses = p.input_responses?;
+        let state = match p.request_state? {
             None => None,
-            Some(s) => Some(self.open_state(s, tenant, name, &arguments)?),
+            Some(s) => Some(self.open_state(&s, tenant, name, &arguments)?),
         };
         // Answers: those carried in the state, plus new ones for keys that are outstanding.
         // Without a state, every answer is offered to the job, which reads only the keys it
@@ -95,7 +100,7 @@ impl McpService {
         };
         // The work the call claims, against the per-task quotas, before anything runs.
         if let Err(q) = crate::engine::check_claim(self.engine.quotas(), tool.claim(&arguments)) {
-            return Ok(self.respond(&req.id, self.quota_refusal(&q)));
+            return Ok(self.respond(id, self.quota_refusal(&q)));
         }
         if as_task {
             let ctx = make_ctx(ProgressSink::latest_only());
@@ -115,7 +120,7 @@ impl McpService {
                 }
                 Err(e) => self.job_error(e),
             };
-            return Ok(self.respond(&req.id, outcome));
+            return Ok(self.respond(id, outcome));
         }
         let run = InlineRun {
             tool,
@@ -126,15 +131,15 @@ impl McpService {
         if !plan.stream {
             let ctx = make_ctx(ProgressSink::latest_only());
             let outcome = self.run_inline(&run, ctx, plan).await;
-            return Ok(self.respond(&req.id, outcome));
+            return Ok(self.respond(id, outcome));
         }
         let token = meta.progress_token.clone();
         match self
-            .stream_inline(req, run, make_ctx, token, plan, |o| o)
+            .stream_inline(id, run, make_ctx, token, plan, |o| o)
             .await
         {
             Ok(reply) => Ok(reply),
-            Err(outcome) => Ok(self.respond(&req.id, outcome)),
+            Err(outcome) => Ok(self.respond(id, outcome)),
         }
     }
 
@@ -146,7 +151,7 @@ impl McpService {
     /// answer (the legacy lane reshapes some), on either path.
     pub(super) async fn stream_inline(
         self: &Arc<Self>,
-        req: &Request,
+        id: &Value,
         run: InlineRun<&str>,
         make_ctx: impl FnOnce(ProgressSink) -> JobContext,
         token: Option<Value>,
@@ -167,7 +172,7 @@ impl McpService {
                 }
                 // A client that reads slowly loses progress reports, never the response.
                 let _ = progress_tx.try_send(
-                    json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}),
+                    json!({"jsonrpc": "2.0", "method": method::PROGRESS, "params": params}),
                 );
             }),
             // Nothing asked for progress: the stream carries keep-alives, then the answer.
@@ -228,7 +233,7 @@ impl McpService {
             None => None,
         };
         let (out_tx, out_rx) = mpsc::channel::<Value>(64);
-        let id = req.id.clone();
+        let id = id.clone();
         tokio::spawn(async move {
             let outcome = forward(
                 first,

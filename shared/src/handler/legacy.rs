@@ -32,50 +32,22 @@
 
 use std::sync::Arc;
 
-use http::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::{CallOutcome, McpService, Reply};
 use crate::jobs::{JobContext, ProgressSink};
-use crate::protocol::envelope::{self, Request};
-use crate::protocol::params;
-use crate::protocol::{McpError, failure, meta, success};
+use crate::protocol::request::{
+    InitializeParams, LEGACY_VERSIONS, LegacyCallParams, LegacyRequest, Params,
+};
+use crate::protocol::{McpError, Method, failure, success};
 use crate::task::{TaskRecord, TaskStatus};
 use crate::tools::{Policy, Preflight};
-
-/// The versions the legacy lane speaks, newest first.
-pub(super) const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18"];
 
 /// `_meta` key that ties a `tasks/result` answer to its task (2025-11-25).
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 /// Largest `tasks/list` page.
 const LIST_PAGE: usize = 100;
-
-/// Whether a request does not speak 2026-07-28 and belongs to the legacy lane.
-pub(super) fn is_legacy(req: &Request, headers: &HeaderMap) -> bool {
-    if req.method == "server/discover" {
-        return false;
-    }
-    let has_2026_meta = req
-        .params
-        .get("_meta")
-        .and_then(|m| m.get(meta::PROTOCOL_VERSION))
-        .is_some();
-    if has_2026_meta {
-        return false;
-    }
-    let mut versions = headers.get_all("mcp-protocol-version").iter();
-    match (versions.next(), versions.next()) {
-        (None, _) => true,
-        (Some(v), None) => v
-            .to_str()
-            .ok()
-            .map(str::trim)
-            .is_some_and(|v| LEGACY_VERSIONS.contains(&v)),
-        _ => false,
-    }
-}
 
 /// The 2025-11-25 `Task`.
 fn legacy_task(t: &TaskRecord) -> Map<String, Value> {
@@ -107,10 +79,6 @@ fn task_support(policy: Policy) -> &'static str {
     }
 }
 
-fn task_id_param(req: &Request) -> Result<String, McpError> {
-    params::task_id(&req.params).map(str::to_owned)
-}
-
 /// A 2026 result map made legacy: no `resultType` (the `_meta` is kept).
 fn strip(mut m: Map<String, Value>) -> Map<String, Value> {
     m.remove("resultType");
@@ -121,63 +89,66 @@ impl McpService {
     /// Serves one legacy request. Errors are JSON-RPC errors with HTTP 200.
     pub(super) async fn legacy(
         self: &Arc<Self>,
-        req: &Request,
+        id: &Value,
+        method: &str,
+        params: Params,
         tenant: &str,
         delivery: super::Delivery,
     ) -> Reply {
-        match self.legacy_dispatch(req, tenant, delivery).await {
-            Ok(Answer::Json(m)) => Reply::json(200, success(&req.id, m)),
+        match self
+            .legacy_dispatch(id, method, params, tenant, delivery)
+            .await
+        {
+            Ok(Answer::Json(m)) => Reply::json(200, success(id, m)),
             Ok(Answer::Stream(reply)) => reply,
             Err(e) => {
                 if e.error.code == crate::protocol::INTERNAL_ERROR {
-                    tracing::warn!(method = %req.method, "legacy request failed with an internal error");
+                    tracing::warn!(method = %method, "legacy request failed with an internal error");
                 }
-                Reply::json(200, failure(Some(&req.id), &e.error))
+                Reply::json(200, failure(Some(id), &e.error))
             }
         }
     }
 
     async fn legacy_dispatch(
         self: &Arc<Self>,
-        req: &Request,
+        id: &Value,
+        method: &str,
+        params: Params,
         tenant: &str,
         delivery: super::Delivery,
     ) -> Result<Answer, McpError> {
-        let method = req.method.as_str();
-        if self.config.tasks_only && !method.starts_with("tasks/") {
-            return Err(McpError::method_not_found(method));
+        let request = LegacyRequest::decode(method, params)?;
+        let method = request.method();
+        if self.config.tasks_only && !method.is_tasks() {
+            return Err(McpError::method_not_found(method.as_str()));
         }
-        let result = match method {
-            "initialize" => self.legacy_initialize(req),
-            "ping" => Map::new(),
-            "tools/list" => {
-                if req.params.get("cursor").is_some_and(|c| !c.is_null()) {
+        let result = match request {
+            LegacyRequest::Initialize(p) => self.legacy_initialize(p),
+            LegacyRequest::Ping => Map::new(),
+            LegacyRequest::ToolsList(p) => {
+                if p.has_cursor {
                     return Err(McpError::invalid_params("Unknown cursor"));
                 }
                 self.legacy_tools_list()
             }
-            "tools/call" => return self.legacy_call(req, tenant, delivery).await,
-            "tasks/get" => legacy_task(&self.engine.get(tenant, &task_id_param(req)?).await?),
-            "tasks/cancel" => {
-                let id = task_id_param(req)?;
+            LegacyRequest::ToolsCall(p) => return self.legacy_call(id, p, tenant, delivery).await,
+            LegacyRequest::TasksGet(p) => legacy_task(&self.engine.get(tenant, &p.task_id?).await?),
+            LegacyRequest::TasksCancel(p) => {
+                let id = p.task_id?;
                 // 2025-11-25: the task is `cancelled` before the answer (a running job stops
                 // at its next check, within about half a second, and writes nothing more); a
                 // task that had already ended — also in a race with this call — is -32602.
                 legacy_task(&self.engine.cancel_at_once(tenant, &id).await?)
             }
-            "tasks/result" => self.legacy_result(req, tenant).await?,
-            "tasks/list" => self.legacy_list(req, tenant).await?,
-            _ => return Err(McpError::method_not_found(method)),
+            LegacyRequest::TasksResult(p) => self.legacy_result(p.task_id?, tenant).await?,
+            LegacyRequest::TasksList(p) => self.legacy_list(p.cursor?, tenant).await?,
         };
         Ok(Answer::Json(result))
     }
 
-    fn legacy_initialize(&self, req: &Request) -> Map<String, Value> {
-        let requested = req
-            .params
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+    fn legacy_initialize(&self, p: InitializeParams) -> Map<String, Value> {
+        let requested = p.protocol_version.as_deref().unwrap_or("");
         let version = LEGACY_VERSIONS
             .iter()
             .find(|v| **v == requested)
@@ -230,29 +201,24 @@ impl McpService {
 
     async fn legacy_call(
         self: &Arc<Self>,
-        req: &Request,
+        id: &Value,
+        p: LegacyCallParams,
         tenant: &str,
         delivery: super::Delivery,
     ) -> Result<Answer, McpError> {
-        let name = params::tool_name(&req.params)?.to_owned();
+        let name = p.name?;
         let Some(tool) = self.tools.get(&name).cloned() else {
             return Err(McpError::invalid_params(format!(
                 "Unknown tool: {}",
                 crate::protocol::truncate(&name, 64)
             )));
         };
-        let arguments = Value::Object(params::arguments(&req.params)?);
+        let arguments = Value::Object(p.arguments?);
         self.tools
             .validate(&name, &arguments)
             .map_err(McpError::invalid_params)?;
-        let as_task = match req.params.get("task") {
-            None | Some(Value::Null) => false,
-            Some(Value::Object(_)) => true,
-            Some(_) => return Err(McpError::invalid_params("params.task must be an object")),
-        };
-        let progress_token =
-            envelope::progress_token(req.params.get("_meta").and_then(|m| m.get("progressToken")))
-                .map_err(McpError::invalid_params)?;
+        let as_task = p.task?;
+        let progress_token = p.progress_token?;
         let policy = tool.def().policy;
         // A client that asked for progress and takes SSE gets its `notifications/progress`
         // on the POST's stream, and on a streaming host a long call streams, as on the 2026
@@ -277,11 +243,11 @@ impl McpService {
             // 2025-11-25: a task-augmented call to a tool that forbids tasks, or a plain call
             // to one that requires them, is -32601.
             (Policy::Sync, true) => Err(with_message(
-                McpError::method_not_found("tools/call"),
+                McpError::method_not_found(Method::ToolsCall.as_str()),
                 format!("Tool {name} does not run as a task (taskSupport: forbidden)"),
             )),
             (Policy::TaskOnly, false) => Err(with_message(
-                McpError::method_not_found("tools/call"),
+                McpError::method_not_found(Method::ToolsCall.as_str()),
                 format!(
                     "Tool {name} only runs as a task (taskSupport: required): call it with params.task"
                 ),
@@ -315,7 +281,7 @@ impl McpService {
                 let finished = name.clone();
                 let finish = move |o| inline_answer(&finished, policy, o);
                 match self
-                    .stream_inline(req, run, make_ctx, progress_token, plan, finish)
+                    .stream_inline(id, run, make_ctx, progress_token, plan, finish)
                     .await
                 {
                     Ok(reply) => Ok(Answer::Stream(reply)),
@@ -360,10 +326,9 @@ impl McpService {
     /// it ends sooner (see [`result_deadline`]).
     async fn legacy_result(
         &self,
-        req: &Request,
+        id: String,
         tenant: &str,
     ) -> Result<Map<String, Value>, McpError> {
-        let id = task_id_param(req)?;
         let started = tokio::time::Instant::now();
         let deadline = result_deadline(
             started,
@@ -432,15 +397,14 @@ impl McpService {
     /// A cursor stays good when its task finishes meanwhile: the listing continues after it.
     async fn legacy_list(
         &self,
-        req: &Request,
+        cursor: Option<String>,
         tenant: &str,
     ) -> Result<Map<String, Value>, McpError> {
-        let after = match req.params.get("cursor") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(c)) => {
-                Some(cursor_position(c).ok_or_else(|| McpError::invalid_params("Invalid cursor"))?)
-            }
-            Some(_) => return Err(McpError::invalid_params("params.cursor must be a string")),
+        let after = match cursor {
+            None => None,
+            Some(c) => Some(
+                cursor_position(&c).ok_or_else(|| McpError::invalid_params("Invalid cursor"))?,
+            ),
         };
         let page = self
             .engine

@@ -25,14 +25,14 @@ use tokio::sync::{Notify, mpsc};
 use super::deadline::{Delivery, token_expired, until};
 use super::{McpService, Reply, ReplyBody, finish};
 use crate::engine::EngineError;
-use crate::protocol::envelope::Request;
+use crate::protocol::method;
+use crate::protocol::request::ListenParams;
 use crate::protocol::{McpError, RequestMeta, TASKS_EXTENSION, failure, success};
 use crate::quota::RunSlots;
 use crate::store::watch::ChangeFeed;
 use crate::task::{TaskRecord, TaskStatus};
 
-/// Most task ids one subscription may name.
-pub const MAX_SUBSCRIBED_TASKS: usize = 16;
+pub use crate::protocol::request::MAX_SUBSCRIBED_TASKS;
 
 /// How often a subscription reads its unfinished tasks where changes are not pushed (Lambda):
 /// a change reaches the client within this plus one read. Each unfinished task costs one
@@ -131,77 +131,26 @@ fn seen(t: &TaskRecord) -> Seen {
     Seen(t.status, t.input_requests.keys().cloned().collect())
 }
 
-/// The `task_ids` of a listen request, validated: `None` when the filter names none.
-fn requested_ids(
-    notifications: &Map<String, Value>,
-    meta: &RequestMeta,
-) -> Result<Option<Vec<String>>, McpError> {
-    for key in [
-        "toolsListChanged",
-        "promptsListChanged",
-        "resourcesListChanged",
-    ] {
-        if notifications.get(key).is_some_and(|v| !v.is_boolean()) {
-            return Err(McpError::invalid_params(format!(
-                "params.notifications.{key} must be a boolean"
-            )));
-        }
-    }
-    if let Some(v) = notifications.get("resourceSubscriptions")
-        && !v.as_array().is_some_and(|a| a.iter().all(Value::is_string))
-    {
-        return Err(McpError::invalid_params(
-            "params.notifications.resourceSubscriptions must be an array of strings",
-        ));
-    }
-    let Some(ids) = notifications.get("taskIds") else {
-        return Ok(None);
-    };
-    // The filter belongs to the extension: gated before its value is read.
-    if !meta.declares_tasks() {
-        return Err(McpError::tasks_extension_required(format!(
-            "notifications.taskIds requires the {TASKS_EXTENSION} extension to be declared on the request"
-        )));
-    }
-    let Some(ids) = ids.as_array() else {
-        return Err(McpError::invalid_params(
-            "params.notifications.taskIds must be an array of strings",
-        ));
-    };
-    if ids.len() > MAX_SUBSCRIBED_TASKS {
-        return Err(McpError::invalid_params(format!(
-            "At most {MAX_SUBSCRIBED_TASKS} task ids per subscription"
-        )));
-    }
-    let mut out: Vec<String> = Vec::with_capacity(ids.len());
-    for id in ids {
-        let Some(id) = id.as_str() else {
-            return Err(McpError::invalid_params(
-                "params.notifications.taskIds must be an array of strings",
-            ));
-        };
-        if !out.iter().any(|o| o == id) {
-            out.push(id.to_owned());
-        }
-    }
-    Ok(Some(out))
-}
-
 impl McpService {
     /// `subscriptions/listen` (see the module documentation).
     pub(super) async fn listen(
         self: &Arc<Self>,
-        req: &Request,
+        id: &Value,
+        p: ListenParams,
         meta: &RequestMeta,
         tenant: &str,
         delivery: Delivery,
     ) -> Result<Reply, McpError> {
-        let Some(notifications) = req.params.get("notifications").and_then(Value::as_object) else {
-            return Err(McpError::invalid_params(
-                "params.notifications must be an object",
-            ));
+        let requested = match p.notifications?.task_ids {
+            None => None,
+            // The filter belongs to the extension: gated before its value is read.
+            Some(_) if !meta.declares_tasks() => {
+                return Err(McpError::tasks_extension_required(format!(
+                    "notifications.taskIds requires the {TASKS_EXTENSION} extension to be declared on the request"
+                )));
+            }
+            Some(ids) => Some(ids?),
         };
-        let requested = requested_ids(notifications, meta)?;
         if !delivery.sse {
             return Err(McpError::invalid_request(
                 "subscriptions/listen is answered with an SSE stream: accept text/event-stream",
@@ -231,18 +180,18 @@ impl McpService {
         if requested.is_some() {
             ack.insert("taskIds".into(), json!(agreed));
         }
-        let sub_meta = json!({ SUBSCRIPTION_ID: req.id });
+        let sub_meta = json!({ SUBSCRIPTION_ID: id });
         let (tx, rx) = mpsc::channel::<Value>(64);
         let ack = json!({
             "jsonrpc": "2.0",
-            "method": "notifications/subscriptions/acknowledged",
+            "method": method::SUBSCRIPTIONS_ACKNOWLEDGED,
             "params": {"_meta": sub_meta, "notifications": ack},
         });
         let _ = tx.try_send(ack);
         let mut end = Map::new();
         end.insert("_meta".into(), sub_meta.clone());
-        let end = success(&req.id, finish(end, "complete", &self.meta));
-        let expired = failure(Some(&req.id), &token_expired().error);
+        let end = success(id, finish(end, "complete", &self.meta));
+        let expired = failure(Some(id), &token_expired().error);
         let watch = Subscription {
             service: self.clone(),
             tenant: tenant.to_owned(),
@@ -369,7 +318,7 @@ impl Subscription {
         let mut params = task.to_detailed();
         params.remove("resultType");
         params.insert("_meta".into(), self.sub_meta.clone());
-        json!({"jsonrpc": "2.0", "method": "notifications/tasks", "params": params})
+        json!({"jsonrpc": "2.0", "method": method::TASKS_CHANGED, "params": params})
     }
 }
 

@@ -5,6 +5,9 @@
 //! This is also the one place where errors become bytes: every [`McpError`] found below is
 //! turned into a JSON-RPC error body with its HTTP status in [`McpService::handle`].
 //!
+//! Requests reach the lanes decoded into types ([`crate::protocol::request`]); each lane matches
+//! on its request enum and raises a refused parameter where it first needs it.
+//!
 //! Where things are: dispatch here; admission (metadata, host check, authentication) in
 //! `admit`; `tools/call` and what both lanes share in `call`; budgets, deadlines and the
 //! caller's token expiry in `deadline`; the `Host`/`Origin` parsing in `hosts`; the 2025-11-25
@@ -23,9 +26,11 @@ use crate::clock::now_ms;
 use crate::engine::{CreateError, Engine};
 use crate::jobs::{JobContext, JobError, ProgressSink, Step};
 use crate::metrics::{self, name as metric};
-use crate::protocol::envelope::{self, Incoming, Request};
-use crate::protocol::headers::{check_params, expect_header};
-use crate::protocol::params;
+use crate::protocol::envelope::{self, Incoming};
+use crate::protocol::headers::{
+    MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, check_params, expect_header,
+};
+use crate::protocol::request::{Field, McpRequest, Params, is_legacy};
 use crate::protocol::state::{RoundState, StateSealer, args_digest};
 use crate::protocol::{
     McpError, RequestMeta, SUPPORTED_VERSIONS, TASKS_EXTENSION, failure, result_meta, success,
@@ -39,6 +44,8 @@ mod hosts;
 mod legacy;
 mod listen;
 mod scrape;
+#[cfg(test)]
+mod wire_tests;
 
 use call::{CallOutcome, InlineRun};
 use deadline::Delivery;
@@ -51,7 +58,7 @@ pub use listen::{LISTEN_POLL, MAX_SUBSCRIBED_TASKS, StreamSlots};
 /// How long a `requestState` stays valid (a human may take a while to answer).
 pub const MAX_STATE_AGE_MS: u64 = 24 * 3600 * 1000;
 
-pub use crate::protocol::params::MAX_INPUT_RESPONSES;
+pub use crate::protocol::request::MAX_INPUT_RESPONSES;
 
 /// The engine's refusals on the wire: the one place they become JSON-RPC errors.
 impl From<crate::engine::EngineError> for McpError {
@@ -322,114 +329,106 @@ impl McpService {
         };
         // Clients that do not speak 2026-07-28 (no `_meta` envelope, a 2025 or no version
         // header) are served by the legacy lane; everything else is untouched.
-        if legacy::is_legacy(&request, &req.headers) {
-            return self.legacy(&request, &tenant, delivery).await;
+        let envelope::Request { id, method, params } = request;
+        if is_legacy(&method, &params, &req.headers) {
+            return self.legacy(&id, &method, params, &tenant, delivery).await;
         }
         match self
-            .dispatch(&request, &req.headers, &tenant, delivery)
+            .dispatch(&id, &method, params, &req.headers, &tenant, delivery)
             .await
         {
             Ok(reply) => reply,
             Err(e) => {
                 if e.error.code == crate::protocol::INTERNAL_ERROR {
-                    tracing::warn!(method = %request.method, "request failed with an internal error");
+                    tracing::warn!(method = %method, "request failed with an internal error");
                 }
-                Reply::error(Some(&request.id), &e)
+                Reply::error(Some(&id), &e)
             }
         }
     }
 
     async fn dispatch(
         self: &Arc<Self>,
-        req: &Request,
+        id: &Value,
+        method: &str,
+        params: Params,
         headers: &HeaderMap,
         tenant: &str,
         delivery: Delivery,
     ) -> Result<Reply, McpError> {
-        let method = req.method.as_str();
-        if !matches!(
-            method,
-            "server/discover"
-                | "tools/list"
-                | "tools/call"
-                | "tasks/get"
-                | "tasks/update"
-                | "tasks/cancel"
-                | "subscriptions/listen"
-        ) || (self.config.tasks_only && !method.starts_with("tasks/"))
-        {
-            return Err(McpError::method_not_found(method));
+        let (request, meta) = McpRequest::decode(method, params)?;
+        let method = request.method();
+        if self.config.tasks_only && !method.is_tasks() {
+            return Err(McpError::method_not_found(method.as_str()));
         }
         // Transport headers first: Mcp-Method needs nothing from the body but its method.
-        expect_header(headers, "mcp-method", method, true)?;
-        let meta = envelope::read_meta(&req.params)?;
+        expect_header(headers, MCP_METHOD, method.as_str(), true)?;
+        let meta = meta?;
         // The header must mirror the body before the version itself is judged: a mismatch is
         // -32020 even when the body names a version we do not speak.
-        expect_header(
-            headers,
-            "mcp-protocol-version",
-            &meta.protocol_version,
-            true,
-        )?;
+        expect_header(headers, MCP_PROTOCOL_VERSION, &meta.protocol_version, true)?;
         if !SUPPORTED_VERSIONS.contains(&meta.protocol_version.as_str()) {
             return Err(McpError::unsupported_version(&meta.protocol_version));
         }
-        let tenant = tenant.to_owned();
-        let ok = |m: Map<String, Value>| Ok(Reply::json(200, success(&req.id, m)));
-        match method {
-            "server/discover" => ok(self.discover.clone()),
-            "tools/list" => {
+        let ok = |m: Map<String, Value>| Ok(Reply::json(200, success(id, m)));
+        match request {
+            McpRequest::ServerDiscover => ok(self.discover.clone()),
+            McpRequest::ToolsList(p) => {
                 // One page only: we never hand out a cursor, so any cursor is not ours.
-                if req.params.get("cursor").is_some_and(|c| !c.is_null()) {
+                if p.has_cursor {
                     return Err(McpError::invalid_params("Unknown cursor"));
                 }
                 ok(self.tools_list.clone())
             }
-            "tools/call" => {
-                let name = params::tool_name(&req.params)?.to_owned();
-                expect_header(headers, "mcp-name", &name, true)?;
-                self.call_tool(req, headers, &tenant, &name, meta, delivery)
-                    .await
+            McpRequest::ToolsCall(p) => {
+                self.call_tool(id, p, headers, tenant, meta, delivery).await
             }
-            "subscriptions/listen" => self.listen(req, &meta, &tenant, delivery).await,
-            _ => {
-                // tasks/get, tasks/update, tasks/cancel
-                // The method itself is gated by the capability, before its params are read.
-                if !meta.declares_tasks() {
-                    return Err(McpError::tasks_extension_required(format!(
-                        "{method} requires the {TASKS_EXTENSION} extension to be declared on the request"
-                    )));
-                }
-                let task_id = params::task_id(&req.params)?.to_owned();
-                expect_header(headers, "mcp-name", &task_id, false)?;
-                match method {
-                    "tasks/get" => {
-                        let task = self.engine.get(&tenant, &task_id).await?;
-                        // Written straight from the record (the most repeated request).
-                        let answer = crate::task::GetAnswer {
-                            id: &req.id,
-                            task: &task,
-                            meta: &self.meta,
-                        };
-                        let body =
-                            serde_json::to_string(&answer).map_err(|_| McpError::internal())?;
-                        Ok(Reply {
-                            status: 200,
-                            headers: Vec::new(),
-                            body: ReplyBody::Text("application/json", body),
-                        })
-                    }
-                    "tasks/update" => {
-                        let responses = params::required_input_responses(&req.params)?;
-                        self.engine.update(&tenant, &task_id, responses).await?;
-                        ok(finish(Map::new(), "complete", &self.meta))
-                    }
-                    _ => {
-                        self.engine.cancel(&tenant, &task_id).await?;
-                        ok(finish(Map::new(), "complete", &self.meta))
-                    }
-                }
+            McpRequest::SubscriptionsListen(p) => self.listen(id, p, &meta, tenant, delivery).await,
+            McpRequest::TasksGet(p) => {
+                let task_id = task_id(method, &meta, p.task_id, headers)?;
+                let task = self.engine.get(tenant, &task_id).await?;
+                // Written straight from the record (the most repeated request).
+                let answer = crate::task::GetAnswer {
+                    id,
+                    task: &task,
+                    meta: &self.meta,
+                };
+                let body = serde_json::to_string(&answer).map_err(|_| McpError::internal())?;
+                Ok(Reply {
+                    status: 200,
+                    headers: Vec::new(),
+                    body: ReplyBody::Text("application/json", body),
+                })
+            }
+            McpRequest::TasksUpdate(p) => {
+                let task_id = task_id(method, &meta, p.task_id, headers)?;
+                let responses = p.input_responses?;
+                self.engine.update(tenant, &task_id, &responses).await?;
+                ok(finish(Map::new(), "complete", &self.meta))
+            }
+            McpRequest::TasksCancel(p) => {
+                let task_id = task_id(method, &meta, p.task_id, headers)?;
+                self.engine.cancel(tenant, &task_id).await?;
+                ok(finish(Map::new(), "complete", &self.meta))
             }
         }
     }
+}
+
+/// The task id of a `tasks/*` request: the method is gated by the tasks extension before its
+/// params are read, and `Mcp-Name`, when sent, must mirror the id.
+fn task_id(
+    method: crate::protocol::Method,
+    meta: &RequestMeta,
+    task_id: Field<String>,
+    headers: &HeaderMap,
+) -> Result<String, McpError> {
+    if !meta.declares_tasks() {
+        return Err(McpError::tasks_extension_required(format!(
+            "{method} requires the {TASKS_EXTENSION} extension to be declared on the request"
+        )));
+    }
+    let task_id = task_id?;
+    expect_header(headers, MCP_NAME, &task_id, false)?;
+    Ok(task_id)
 }

@@ -1,5 +1,5 @@
-//! The MCP 2026-07-28 wire: JSON-RPC envelope, per-request `_meta`, header rules, error codes
-//! and the HTTP status each error travels with.
+//! The MCP 2026-07-28 wire: JSON-RPC envelope, method names and typed requests (both lanes),
+//! per-request `_meta`, header rules, error codes and the HTTP status each error travels with.
 //!
 //! Every error a client can provoke is an [`McpError`]: a JSON-RPC error object plus the HTTP
 //! status it is sent with. It is built once, where the problem is found, and turned into bytes
@@ -10,8 +10,11 @@ use serde_json::{Map, Value, json};
 
 pub mod envelope;
 pub mod headers;
-pub mod params;
+pub mod method;
+pub mod request;
 pub mod state;
+
+pub use method::Method;
 
 /// The protocol revision this server speaks.
 pub const PROTOCOL_VERSION: &str = "2026-07-28";
@@ -19,24 +22,6 @@ pub const PROTOCOL_VERSION: &str = "2026-07-28";
 pub const SUPPORTED_VERSIONS: &[&str] = &[PROTOCOL_VERSION];
 /// The tasks extension identifier (SEP-2663).
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
-
-/// Method names.
-pub mod method {
-    /// The tools a server offers.
-    pub const TOOLS_LIST: &str = "tools/list";
-    /// Call one tool.
-    pub const TOOLS_CALL: &str = "tools/call";
-    /// Read a task (tasks extension).
-    pub const TASKS_GET: &str = "tasks/get";
-    /// Answer a task's input requests (tasks extension).
-    pub const TASKS_UPDATE: &str = "tasks/update";
-    /// Cancel a task (tasks extension).
-    pub const TASKS_CANCEL: &str = "tasks/cancel";
-    /// Progress of a request that carries a `progressToken` (a notification).
-    pub const PROGRESS: &str = "notifications/progress";
-    /// A question for the user: the input request a form-mode client answers.
-    pub const ELICITATION_CREATE: &str = "elicitation/create";
-}
 
 /// `_meta` keys.
 pub mod meta {

@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderValue, Method};
+use http::{HeaderMap, HeaderValue, Method};
 
 use super::*;
 use crate::engine::{Engine, TaskSettings};
