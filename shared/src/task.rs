@@ -392,26 +392,8 @@ impl TaskRecord {
                 return Err(format!("inputResponses[{key:?}] must be an object"));
             };
             let method = request.get("method").and_then(Value::as_str).unwrap_or("");
-            match method {
-                "elicitation/create" => match answer.get("action").and_then(Value::as_str) {
-                    Some("accept") => {
-                        if answer.get("content").is_some_and(|c| !c.is_object()) {
-                            return Err(format!(
-                                "inputResponses[{key:?}].content must be an object"
-                            ));
-                        }
-                    }
-                    Some("decline" | "cancel") => {}
-                    _ => {
-                        return Err(format!(
-                            "inputResponses[{key:?}].action must be accept, decline or cancel"
-                        ));
-                    }
-                },
-                "roots/list" if !answer.get("roots").is_some_and(Value::is_array) => {
-                    return Err(format!("inputResponses[{key:?}].roots must be an array"));
-                }
-                _ => {}
+            if let Some(method) = crate::protocol::method::InputMethod::from_name(method) {
+                method.check_answer(key, answer)?;
             }
         }
         Ok(())

@@ -7,6 +7,8 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::protocol::method::InputMethod;
+
 /// The protocol's name and version, as every request carries it.
 pub const PROTOCOL: &str = "mcp-tasks-step/1";
 
@@ -153,20 +155,13 @@ pub fn parse_answer(bytes: &[u8]) -> Result<Answer, BadAnswer> {
     }
 }
 
-/// The MCP input request methods a target may ask, with the client capability each needs.
-pub const INPUT_METHODS: [(&str, &str); 3] = [
-    ("elicitation/create", "elicitation"),
-    ("sampling/createMessage", "sampling"),
-    ("roots/list", "roots"),
-];
-
 fn input_request(request: &Value) -> Result<(), BadAnswer> {
     let o = request
         .as_object()
         .ok_or(BadAnswer("an input request is not an object"))?;
     only(o, &["method", "params"])?;
     let method = o.get("method").and_then(Value::as_str).unwrap_or("");
-    if !INPUT_METHODS.iter().any(|(m, _)| *m == method) {
+    if InputMethod::from_name(method).is_none() {
         return Err(BadAnswer(
             "an input request's method is not an MCP input request",
         ));

@@ -10,9 +10,10 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::entry::{DeclaredEntry, Limits};
-use super::protocol::{Answer, INPUT_METHODS, PROTOCOL, StepRequest, TaskRef, parse_answer};
+use super::protocol::{Answer, PROTOCOL, StepRequest, TaskRef, parse_answer};
 use super::target::{CallLimits, Target, TargetError};
 use crate::jobs::{JobContext, JobError, Step};
+use crate::protocol::method::InputMethod;
 use crate::protocol::{ErrorObject, McpError};
 use crate::tools::{RunPolicy, Tool, ToolDef};
 
@@ -213,10 +214,9 @@ impl DeclaredTool {
             Answer::Input(cp, requests) => {
                 for request in requests.values() {
                     let method = request["method"].as_str().unwrap_or("");
-                    let capability = INPUT_METHODS
-                        .iter()
-                        .find(|(m, _)| *m == method)
-                        .map_or("elicitation", |(_, c)| *c);
+                    let capability = InputMethod::from_name(method)
+                        .unwrap_or(InputMethod::Elicitation)
+                        .capability();
                     if !ctx.client_declares(capability) {
                         return Err(JobError::Protocol(
                             McpError::missing_capability(

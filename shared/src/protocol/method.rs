@@ -4,6 +4,8 @@
 
 use std::str::FromStr;
 
+use serde_json::{Map, Value};
+
 use super::McpError;
 
 /// A request method this server knows, in either lane.
@@ -110,7 +112,68 @@ pub const TASKS_CANCEL: &str = Method::TasksCancel.as_str();
 /// Progress of a request that carries a `progressToken` (a notification).
 pub const PROGRESS: &str = "notifications/progress";
 /// A question for the user: the input request a form-mode client answers.
-pub const ELICITATION_CREATE: &str = "elicitation/create";
+pub const ELICITATION_CREATE: &str = InputMethod::Elicitation.as_str();
+
+/// The requests a server may send a client for a task's input (`input_required`), each
+/// answered in `tasks/update`'s `inputResponses` (or a retried `tools/call`'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputMethod {
+    /// `elicitation/create`: a question for the user.
+    Elicitation,
+    /// `sampling/createMessage`: a completion from the client's model.
+    Sampling,
+    /// `roots/list`: the client's roots.
+    Roots,
+}
+
+impl InputMethod {
+    /// Every input method.
+    pub const ALL: [InputMethod; 3] = [Self::Elicitation, Self::Sampling, Self::Roots];
+
+    /// Its wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Elicitation => "elicitation/create",
+            Self::Sampling => "sampling/createMessage",
+            Self::Roots => "roots/list",
+        }
+    }
+
+    /// The method a wire name names, if it is an input method.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.as_str() == name)
+    }
+
+    /// The client capability a client must declare to be asked it.
+    pub const fn capability(self) -> &'static str {
+        match self {
+            Self::Elicitation => "elicitation",
+            Self::Sampling => "sampling",
+            Self::Roots => "roots",
+        }
+    }
+
+    /// Checks the shape of `answer`, the answer under `key` to a request of this method: an
+    /// elicitation answer needs a known `action` and, when accepted, object `content`; a
+    /// roots answer needs a `roots` array. The message names the key, never the answer.
+    pub fn check_answer(self, key: &str, answer: &Map<String, Value>) -> Result<(), String> {
+        match self {
+            Self::Elicitation => match answer.get("action").and_then(Value::as_str) {
+                Some("accept") if answer.get("content").is_some_and(|c| !c.is_object()) => {
+                    Err(format!("inputResponses[{key:?}].content must be an object"))
+                }
+                Some("accept" | "decline" | "cancel") => Ok(()),
+                _ => Err(format!(
+                    "inputResponses[{key:?}].action must be accept, decline or cancel"
+                )),
+            },
+            Self::Roots if !answer.get("roots").is_some_and(Value::is_array) => {
+                Err(format!("inputResponses[{key:?}].roots must be an array"))
+            }
+            Self::Sampling | Self::Roots => Ok(()),
+        }
+    }
+}
 /// The first message of a `subscriptions/listen` stream.
 pub const SUBSCRIPTIONS_ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 /// A subscribed task as it is now.
