@@ -13,7 +13,6 @@ use serde_json::{Map, Value};
 
 use crate::clock::now_ms;
 use crate::protocol::ErrorObject;
-use crate::store::TaskRef;
 
 /// The five statuses of SEP-2663.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -472,6 +471,9 @@ pub fn is_valid_task_id(id: &str) -> bool {
         && id.bytes().all(|b| b.is_ascii_graphic())
 }
 
+mod key;
 #[cfg(test)]
 mod tests;
 mod wire;
+
+pub use key::{TaskKey, TaskRef};

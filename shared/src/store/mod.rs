@@ -16,6 +16,9 @@ use serde_json::Value;
 
 use crate::task::TaskRecord;
 
+/// A task's identity lives with the task ([`crate::task`]); the store's calls take it.
+pub use crate::task::{TaskKey, TaskRef};
+
 /// The store contract (in this crate's tests and with feature `contracts` only).
 #[cfg(any(test, feature = "contracts"))]
 pub mod contract;
@@ -63,46 +66,6 @@ impl StoreError {
         StoreError::Backend {
             message: message.into(),
             source: Some(source.into()),
-        }
-    }
-}
-
-/// A task's key, as listed for recovery and sweeps.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TaskKey {
-    /// Owner tenant.
-    pub tenant: String,
-    /// Task id.
-    pub task_id: String,
-}
-
-impl TaskKey {
-    /// The key borrowed, as the store's calls take it.
-    pub fn borrowed(&self) -> TaskRef<'_> {
-        TaskRef {
-            tenant: &self.tenant,
-            task_id: &self.task_id,
-        }
-    }
-}
-
-/// A task's identity borrowed from wherever it is held (a request, a [`TaskRecord`], a
-/// [`WorkMessage`](crate::queue::WorkMessage), a [`TaskKey`]): what the store's calls on one
-/// task take, so reading a task allocates no key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TaskRef<'a> {
-    /// Owner tenant.
-    pub tenant: &'a str,
-    /// Task id.
-    pub task_id: &'a str,
-}
-
-impl TaskRef<'_> {
-    /// The identity as an owned [`TaskKey`].
-    pub fn to_key(self) -> TaskKey {
-        TaskKey {
-            tenant: self.tenant.to_owned(),
-            task_id: self.task_id.to_owned(),
         }
     }
 }
@@ -406,49 +369,4 @@ pub(crate) fn split_key(k: &str) -> Option<TaskKey> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::memory::MemoryStore;
-
-    /// A wrapper that overrides nothing optional: it gets the default tenant listing.
-    struct Wrapped(MemoryStore);
-
-    #[async_trait]
-    impl TaskStore for Wrapped {
-        async fn create_within(
-            &self,
-            task: &TaskRecord,
-            args: &Value,
-            max: usize,
-        ) -> Result<bool, StoreError> {
-            self.0.create_within(task, args, max).await
-        }
-        async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
-            self.0.get(id).await
-        }
-        async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
-            self.0.arguments(id).await
-        }
-        async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
-            self.0.update(task).await
-        }
-        async fn list_active(
-            &self,
-            after: Option<&TaskKey>,
-            limit: usize,
-        ) -> Result<Vec<TaskKey>, StoreError> {
-            self.0.list_active(after, limit).await
-        }
-        async fn list_expired(&self, now: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
-            self.0.list_expired(now, limit).await
-        }
-        async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError> {
-            self.0.delete(id).await
-        }
-    }
-
-    #[tokio::test]
-    async fn the_default_tenant_listing_passes_the_contract() {
-        contract::run_all(|| async { Wrapped(MemoryStore::new()) }).await;
-    }
-}
+mod tests;
