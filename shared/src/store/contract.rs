@@ -23,6 +23,35 @@ fn id<'a>(tenant: &'a str, task_id: &'a str) -> TaskRef<'a> {
     TaskRef { tenant, task_id }
 }
 
+/// A record in (nearly) every field a running task may hold, with fixed times and a tenant
+/// that needs escaping everywhere: what the stores' wire goldens encode.
+pub fn golden_record() -> TaskRecord {
+    let mut t = TaskRecord::new(
+        "a#b%\"é\\".into(),
+        "tsk_01J0GOLDEN".into(),
+        "wait",
+        Some(3_600_000),
+        1000,
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+    );
+    t.status_message = Some("half way \"there\" ✓".into());
+    t.require_input(std::collections::BTreeMap::from([(
+        "k1".to_owned(),
+        json!({"method": "elicitation/create", "params": {"message": "ok?"}}),
+    )]))
+    .unwrap();
+    t.lease = Some(crate::task::Lease {
+        owner: "w-1".into(),
+        expires_at_ms: 1_700_000_060_000,
+    });
+    t.checkpoint = json!({"n": 1, "f": 0.5, "deep": {"a": [1, null, true, "x"]}});
+    t.version = 7;
+    t.attempts = 2;
+    t.created_at_ms = 1_700_000_000_000;
+    t.last_updated_at_ms = 1_700_000_000_500;
+    t
+}
+
 /// Arguments for [`task`]s whose arguments do not matter.
 pub fn args() -> Value {
     json!({"n": 1})

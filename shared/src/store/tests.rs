@@ -44,3 +44,13 @@ impl TaskStore for Wrapped {
 async fn the_default_tenant_listing_passes_the_contract() {
     contract::run_all(|| async { Wrapped(MemoryStore::new()) }).await;
 }
+/// The stored record (the embedded and memory stores keep exactly these bytes): pinned, so
+/// records written by an earlier build read back, and a later one reads ours.
+#[test]
+fn a_record_keeps_its_stored_bytes() {
+    let golden = r#"{"tenant":"a#b%\"é\\","task_id":"tsk_01J0GOLDEN","status":"input_required","status_message":"half way \"there\" ✓","created_at_ms":1700000000000,"last_updated_at_ms":1700000000500,"ttl_ms":3600000,"poll_interval_ms":1000,"tool":"wait","input_requests":{"k1":{"method":"elicitation/create","params":{"message":"ok?"}}},"input_responses":{},"issued_input_keys":["k1"],"cancel_requested":false,"version":7,"lease":{"owner":"w-1","expires_at_ms":1700000060000},"checkpoint":{"deep":{"a":[1,null,true,"x"]},"f":0.5,"n":1},"attempts":2,"interruptions":0,"client_capabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
+    let t = contract::golden_record();
+    let bytes = encode(&t).unwrap();
+    assert_eq!(std::str::from_utf8(&bytes).unwrap(), golden);
+    assert_eq!(decode(golden.as_bytes()).unwrap(), t);
+}
