@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use crate::task::TaskRef;
+use crate::tenant::Tenant;
 
 /// Why a message is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,7 +45,7 @@ pub enum WorkKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkMessage {
     /// Owner tenant.
-    pub tenant: String,
+    pub tenant: Tenant,
     /// Task id.
     pub task_id: String,
     /// Why.

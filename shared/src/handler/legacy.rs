@@ -40,7 +40,9 @@ use crate::jobs::{JobContext, ProgressSink};
 use crate::protocol::envelope::{self, Request};
 use crate::protocol::params;
 use crate::protocol::{McpError, failure, meta, success};
+use crate::task::TaskRef;
 use crate::task::{TaskRecord, TaskStatus};
+use crate::tenant::Tenant;
 use crate::tools::{Policy, Preflight};
 
 /// The versions the legacy lane speaks, newest first.
@@ -122,7 +124,7 @@ impl McpService {
     pub(super) async fn legacy(
         self: &Arc<Self>,
         req: &Request,
-        tenant: &str,
+        tenant: &Tenant,
         delivery: super::Delivery,
     ) -> Reply {
         match self.legacy_dispatch(req, tenant, delivery).await {
@@ -140,7 +142,7 @@ impl McpService {
     async fn legacy_dispatch(
         self: &Arc<Self>,
         req: &Request,
-        tenant: &str,
+        tenant: &Tenant,
         delivery: super::Delivery,
     ) -> Result<Answer, McpError> {
         let method = req.method.as_str();
@@ -157,13 +159,23 @@ impl McpService {
                 self.legacy_tools_list()
             }
             "tools/call" => return self.legacy_call(req, tenant, delivery).await,
-            "tasks/get" => legacy_task(&self.engine.get(tenant, &task_id_param(req)?).await?),
+            "tasks/get" => legacy_task(
+                &self
+                    .engine
+                    .get(TaskRef::new(tenant, &task_id_param(req)?))
+                    .await?,
+            ),
             "tasks/cancel" => {
                 let id = task_id_param(req)?;
                 // 2025-11-25: the task is `cancelled` before the answer (a running job stops
                 // at its next check, within about half a second, and writes nothing more); a
                 // task that had already ended — also in a race with this call — is -32602.
-                legacy_task(&self.engine.cancel_at_once(tenant, &id).await?)
+                legacy_task(
+                    &self
+                        .engine
+                        .cancel_at_once(TaskRef::new(tenant, &id))
+                        .await?,
+                )
             }
             "tasks/result" => self.legacy_result(req, tenant).await?,
             "tasks/list" => self.legacy_list(req, tenant).await?,
@@ -231,7 +243,7 @@ impl McpService {
     async fn legacy_call(
         self: &Arc<Self>,
         req: &Request,
-        tenant: &str,
+        tenant: &Tenant,
         delivery: super::Delivery,
     ) -> Result<Answer, McpError> {
         let name = params::tool_name(&req.params)?.to_owned();
@@ -308,8 +320,8 @@ impl McpService {
             (_, false) if plan.stream => {
                 let run = super::InlineRun {
                     tool,
-                    tenant,
-                    name: &name,
+                    tenant: tenant.clone(),
+                    name: name.as_str(),
                     arguments: arguments.clone(),
                 };
                 let finished = name.clone();
@@ -327,7 +339,7 @@ impl McpService {
                 let ctx = make_ctx(ProgressSink::latest_only());
                 let run = super::InlineRun {
                     tool,
-                    tenant,
+                    tenant: tenant.clone(),
                     name: name.as_str(),
                     arguments: arguments.clone(),
                 };
@@ -361,7 +373,7 @@ impl McpService {
     async fn legacy_result(
         &self,
         req: &Request,
-        tenant: &str,
+        tenant: &Tenant,
     ) -> Result<Map<String, Value>, McpError> {
         let id = task_id_param(req)?;
         let started = tokio::time::Instant::now();
@@ -372,7 +384,7 @@ impl McpService {
         );
         let mut gap = std::time::Duration::from_millis(50);
         let task = loop {
-            let task = self.engine.get(tenant, &id).await?;
+            let task = self.engine.get(TaskRef::new(tenant, &id)).await?;
             if task.status.is_terminal() {
                 break task;
             }
@@ -433,7 +445,7 @@ impl McpService {
     async fn legacy_list(
         &self,
         req: &Request,
-        tenant: &str,
+        tenant: &Tenant,
     ) -> Result<Map<String, Value>, McpError> {
         let after = match req.params.get("cursor") {
             None | Some(Value::Null) => None,

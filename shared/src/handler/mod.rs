@@ -30,6 +30,8 @@ use crate::protocol::state::{RoundState, StateSealer, args_digest};
 use crate::protocol::{
     McpError, RequestMeta, SUPPORTED_VERSIONS, TASKS_EXTENSION, failure, result_meta, success,
 };
+use crate::task::TaskRef;
+use crate::tenant::Tenant;
 use crate::tools::{Policy, Preflight, Registry, Tool};
 
 mod admit;
@@ -94,7 +96,7 @@ pub struct ServiceConfig {
     /// gateway that already checks them).
     pub allowed_hosts: Vec<String>,
     /// Tenant of every request until authentication lands.
-    pub tenant: String,
+    pub tenant: Tenant,
     /// `server/discover` and `tools/list` freshness hint.
     pub list_ttl_ms: u64,
     /// Serve `tasks/*` only (the tasks Lambda function, which gateway routing rules reach by
@@ -343,7 +345,7 @@ impl McpService {
         self: &Arc<Self>,
         req: &Request,
         headers: &HeaderMap,
-        tenant: &str,
+        tenant: &Tenant,
         delivery: Delivery,
     ) -> Result<Reply, McpError> {
         let method = req.method.as_str();
@@ -404,7 +406,7 @@ impl McpService {
                 expect_header(headers, "mcp-name", &task_id, false)?;
                 match method {
                     "tasks/get" => {
-                        let task = self.engine.get(&tenant, &task_id).await?;
+                        let task = self.engine.get(TaskRef::new(&tenant, &task_id)).await?;
                         // Written straight from the record (the most repeated request).
                         let answer = crate::task::GetAnswer {
                             id: &req.id,
@@ -421,11 +423,13 @@ impl McpService {
                     }
                     "tasks/update" => {
                         let responses = params::required_input_responses(&req.params)?;
-                        self.engine.update(&tenant, &task_id, responses).await?;
+                        self.engine
+                            .update(TaskRef::new(&tenant, &task_id), responses)
+                            .await?;
                         ok(finish(Map::new(), "complete", &self.meta))
                     }
                     _ => {
-                        self.engine.cancel(&tenant, &task_id).await?;
+                        self.engine.cancel(TaskRef::new(&tenant, &task_id)).await?;
                         ok(finish(Map::new(), "complete", &self.meta))
                     }
                 }

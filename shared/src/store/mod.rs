@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::task::TaskRecord;
+use crate::tenant::Tenant;
 
 /// A task's identity lives with the task ([`crate::task`]); the store's calls take it.
 pub use crate::task::{TaskKey, TaskRef};
@@ -197,7 +198,7 @@ pub trait TaskStore: Send + Sync + 'static {
     /// by the tenant.
     async fn list_tenant_active(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<TaskRecord>, StoreError> {
@@ -210,7 +211,7 @@ pub trait TaskStore: Send + Sync + 'static {
             cursor = page.last().cloned();
             ids.extend(
                 page.into_iter()
-                    .filter(|k| k.tenant == tenant && after.is_none_or(|a| k.task_id.as_str() > a))
+                    .filter(|k| k.tenant == *tenant && after.is_none_or(|a| k.task_id.as_str() > a))
                     .map(|k| k.task_id),
             );
             if done {
@@ -224,13 +225,7 @@ pub trait TaskStore: Send + Sync + 'static {
             if out.len() >= limit {
                 break;
             }
-            match self
-                .get(TaskRef {
-                    tenant,
-                    task_id: &id,
-                })
-                .await?
-            {
+            match self.get(TaskRef::new(tenant, &id)).await? {
                 Some(t) if !t.status.is_terminal() => out.push(t),
                 _ => {}
             }
@@ -243,7 +238,11 @@ pub trait TaskStore: Send + Sync + 'static {
     ///
     /// The default pages through [`list_tenant_active`](Self::list_tenant_active); the adapters
     /// count index entries without reading records.
-    async fn count_tenant_active(&self, tenant: &str, at_most: usize) -> Result<usize, StoreError> {
+    async fn count_tenant_active(
+        &self,
+        tenant: &Tenant,
+        at_most: usize,
+    ) -> Result<usize, StoreError> {
         const PAGE: usize = 1000;
         let mut n = 0;
         let mut after: Option<String> = None;
@@ -272,19 +271,10 @@ pub trait TaskStore: Send + Sync + 'static {
         after: Option<&str>,
         limit: usize,
     ) -> Result<QuietPage, StoreError> {
-        let after = after.and_then(|a| {
-            let (tenant, task_id) = a.split_once('\u{1f}')?;
-            Some(TaskKey {
-                tenant: tenant.to_owned(),
-                task_id: task_id.to_owned(),
-            })
-        });
+        let after = after.and_then(split_key);
         let keys = self.list_active(after.as_ref(), limit).await?;
         let mut page = QuietPage {
-            next: keys
-                .last()
-                .filter(|_| keys.len() >= limit)
-                .map(|k| key(&k.tenant, &k.task_id)),
+            next: keys.last().filter(|_| keys.len() >= limit).map(key_of),
             ..QuietPage::default()
         };
         for k in keys {
@@ -343,29 +333,26 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<TaskRecord, StoreError> {
 
 /// The one composite key every local adapter uses: the tenant is part of it, so a lookup can
 /// only find the caller's own tasks.
-pub(crate) fn key(tenant: &str, task_id: &str) -> String {
-    format!("{tenant}\u{1f}{task_id}")
+pub(crate) fn key(id: TaskRef<'_>) -> String {
+    format!("{}\u{1f}{}", id.tenant, id.task_id)
 }
 
 /// The start of every composite key of `tenant`'s tasks. Tenants never contain control
 /// characters (the authenticator refuses them), so no other tenant's keys share it; the local
 /// adapters still compare each listed record's tenant exactly.
-pub(crate) fn tenant_prefix(tenant: &str) -> String {
-    key(tenant, "")
+pub(crate) fn tenant_prefix(tenant: &Tenant) -> String {
+    key(TaskRef::new(tenant, ""))
 }
 
 /// The composite key of a [`TaskKey`].
 pub(crate) fn key_of(k: &TaskKey) -> String {
-    key(&k.tenant, &k.task_id)
+    key(k.borrowed())
 }
 
 /// Inverse of [`key`].
 pub(crate) fn split_key(k: &str) -> Option<TaskKey> {
     let (tenant, task_id) = k.split_once('\u{1f}')?;
-    Some(TaskKey {
-        tenant: tenant.to_owned(),
-        task_id: task_id.to_owned(),
-    })
+    Some(TaskKey::new(Tenant::new(tenant), task_id))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::store::memory::MemoryStore;
+use crate::task::TaskRef;
 
 /// A wrapper that overrides nothing optional: it gets the default tenant listing.
 struct Wrapped(MemoryStore);

@@ -5,25 +5,34 @@ use crate::task::{TaskStatus, new_task_id};
 use serde_json::json;
 
 fn record(tenant: &str, ttl: Option<u64>) -> TaskRecord {
-    let mut t = TaskRecord::new(tenant, new_task_id(), "tool", ttl, 1000, json!({}));
+    let mut t = TaskRecord::new(tenant.into(), new_task_id(), "tool", ttl, 1000, json!({}));
     t.checkpoint = json!({"n": 1, "s": "", "f": 0.5, "deep": {"a": [1, null, true]}});
     t
 }
 
 #[test]
 fn keys_escape_the_tenant_so_different_pairs_never_collide() {
-    assert_eq!(pk("acme", "tsk_1"), "acme#tsk_1");
-    assert_ne!(pk("a#b", "c"), pk("a", "b#c"));
-    assert_ne!(pk("a%23", "c"), pk("a#", "c"));
+    assert_eq!(pk(TaskRef::new(&"acme".into(), "tsk_1")), "acme#tsk_1");
+    assert_ne!(
+        pk(TaskRef::new(&"a#b".into(), "c")),
+        pk(TaskRef::new(&"a".into(), "b#c"))
+    );
+    assert_ne!(
+        pk(TaskRef::new(&"a%23".into(), "c")),
+        pk(TaskRef::new(&"a#".into(), "c"))
+    );
     for (tenant, id) in [("a#b", "c"), ("a", "b#c"), ("%#%", "#%#"), ("", "x")] {
-        let k = split_pk(&pk(tenant, id)).unwrap();
+        let k = split_pk(&pk(TaskRef::new(&Tenant::from(tenant), id))).unwrap();
         assert_eq!((k.tenant.as_str(), k.task_id.as_str()), (tenant, id));
         // The tenant index's partition key is the key's tenant part: never empty.
-        assert!(pk(tenant, id).starts_with(&tenant_prefix(tenant)));
-        assert!(tenant_prefix(tenant).ends_with('#'));
+        assert!(
+            pk(TaskRef::new(&Tenant::from(tenant), id))
+                .starts_with(&tenant_prefix(&Tenant::from(tenant)))
+        );
+        assert!(tenant_prefix(&Tenant::from(tenant)).ends_with('#'));
     }
-    assert_eq!(tenant_prefix(""), "#");
-    assert_ne!(tenant_prefix("a#b"), tenant_prefix("a%23b"));
+    assert_eq!(tenant_prefix(&"".into()), "#");
+    assert_ne!(tenant_prefix(&"a#b".into()), tenant_prefix(&"a%23b".into()));
 }
 
 #[test]
@@ -31,7 +40,7 @@ fn shards_are_stable_and_spread() {
     // Stored in items: must never change between releases.
     assert_eq!(shard_of(""), (0xcbf2_9ce4_8422_2325u64 % 16) as u32);
     let used: std::collections::HashSet<u32> = (0..200)
-        .map(|i| shard_of(&pk("t", &format!("tsk_{i}"))))
+        .map(|i| shard_of(&pk(TaskRef::new(&"t".into(), &format!("tsk_{i}")))))
         .collect();
     assert_eq!(used.len(), SHARDS as usize);
 }
@@ -41,8 +50,14 @@ fn items_carry_index_and_ttl_attributes_only_when_they_apply() {
     let mut t = record("t", Some(1_500));
     t.created_at_ms = 10_000;
     let item = to_item(&t).unwrap();
-    assert_eq!(item[ATTR_PK].as_s().unwrap(), &pk("t", &t.task_id));
-    assert_eq!(item[ATTR_ACTIVE].as_s().unwrap(), &pk("t", &t.task_id));
+    assert_eq!(
+        item[ATTR_PK].as_s().unwrap(),
+        &pk(TaskRef::new(&"t".into(), &t.task_id))
+    );
+    assert_eq!(
+        item[ATTR_ACTIVE].as_s().unwrap(),
+        &pk(TaskRef::new(&"t".into(), &t.task_id))
+    );
     assert_eq!(item[ATTR_TENANT_ACTIVE].as_s().unwrap(), "t#");
     assert_eq!(item[ATTR_EXPIRES_MS].as_n().unwrap(), "11500");
     assert_eq!(item[ATTR_TTL].as_n().unwrap(), "12", "seconds, rounded up");

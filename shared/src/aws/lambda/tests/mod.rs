@@ -132,7 +132,7 @@ fn wait_tools() -> Arc<crate::tools::Registry> {
 /// The task the sample event names, stored as `mcp` would have stored it.
 async fn seed(r: &Rig, msg: &WorkMessage) {
     let task = TaskRecord::new(
-        &msg.tenant,
+        msg.tenant.clone(),
         msg.task_id.clone(),
         "wait",
         Some(3_600_000),

@@ -31,7 +31,14 @@ async fn the_sample_schedule_event_parses_and_a_sweep_requeues_orphans() {
 #[tokio::test]
 async fn the_purge_runs_when_the_orphan_sweep_fails() {
     let r = rig();
-    let mut expired = TaskRecord::new("t", "tsk_x".into(), "wait", Some(1000), 1000, json!({}));
+    let mut expired = TaskRecord::new(
+        "t".into(),
+        "tsk_x".into(),
+        "wait",
+        Some(1000),
+        1000,
+        json!({}),
+    );
     expired.created_at_ms = crate::clock::now_ms() - 60_000;
     r.store.create(&expired, &json!({})).await.unwrap();
     r.store.fail_listing.store(true, Ordering::SeqCst);
