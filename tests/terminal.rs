@@ -301,14 +301,14 @@ async fn tasks_show_and_list_escape_del_and_c1_too() {
     let dir = support::data_dir();
     let (asking, done) = {
         let store = EmbeddedStore::open(&dir.path().join("tasks.redb")).unwrap();
-        let mut asking = TaskRecord::new("local", new_task_id(), "t", None, 1000, json!({}));
+        let mut asking = TaskRecord::new("local".into(), new_task_id(), "t", None, 1000, json!({}));
         asking.status = TaskStatus::InputRequired;
         asking.status_message = Some(format!("waiting {HOSTILE}"));
         asking.input_requests.insert(
             "q".into(),
             json!({"method": "elicitation/create", "params": {"message": HOSTILE}}),
         );
-        let mut done = TaskRecord::new("local", new_task_id(), "t", None, 1000, json!({}));
+        let mut done = TaskRecord::new("local".into(), new_task_id(), "t", None, 1000, json!({}));
         done.status = TaskStatus::Completed;
         done.result = Some(json!({"content": [{"type": "text", "text": HOSTILE}]}));
         for t in [&asking, &done] {

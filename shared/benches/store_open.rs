@@ -45,7 +45,7 @@ async fn seed(path: &Path, n: usize) {
         let store = store.clone();
         writes.spawn(async move {
             let mut t = TaskRecord::new(
-                "local",
+                "local".into(),
                 new_task_id(),
                 "wait",
                 Some(86_400_000),

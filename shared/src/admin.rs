@@ -200,19 +200,15 @@ impl TaskDetails {
 /// Reads one task of one tenant, finished or not (expired ones too, marked).
 pub async fn show(
     store: &dyn TaskStore,
-    tenant: &str,
-    task_id: &str,
+    id: TaskRef<'_>,
     with_arguments: bool,
 ) -> Result<TaskDetails, AdminError> {
-    check_tenant(tenant)?;
-    check_task_id(task_id)?;
-    let mut record = read(store, tenant, task_id).await?;
+    check_tenant(id.tenant)?;
+    check_task_id(id.task_id)?;
+    let mut record = read(store, id).await?;
     let inline = record.inline_arguments.take();
     let arguments = match with_arguments {
-        true => store
-            .arguments(TaskRef { tenant, task_id })
-            .await?
-            .or(inline),
+        true => store.arguments(id).await?.or(inline),
         false => None,
     };
     let expired = record.is_expired(now_ms());
@@ -223,18 +219,11 @@ pub async fn show(
     })
 }
 
-async fn read(
-    store: &dyn TaskStore,
-    tenant: &str,
-    task_id: &str,
-) -> Result<TaskRecord, AdminError> {
-    store
-        .get(TaskRef { tenant, task_id })
-        .await?
-        .ok_or_else(|| AdminError::NotFound {
-            tenant: shown(tenant),
-            task_id: task_id.to_owned(),
-        })
+async fn read(store: &dyn TaskStore, id: TaskRef<'_>) -> Result<TaskRecord, AdminError> {
+    store.get(id).await?.ok_or_else(|| AdminError::NotFound {
+        tenant: shown(id.tenant),
+        task_id: id.task_id.to_owned(),
+    })
 }
 
 /// How [`cancel`] cancels a task that a worker may be running.
@@ -265,13 +254,13 @@ pub enum CancelOutcome {
 pub async fn cancel(
     engine: &Engine,
     store: &dyn TaskStore,
-    tenant: &str,
-    task_id: &str,
+    id: TaskRef<'_>,
     mode: CancelMode,
 ) -> Result<CancelOutcome, AdminError> {
-    check_tenant(tenant)?;
-    check_task_id(task_id)?;
-    let before = read(store, tenant, task_id).await?;
+    check_tenant(id.tenant)?;
+    check_task_id(id.task_id)?;
+    let task_id = id.task_id;
+    let before = read(store, id).await?;
     let finished = |t: &TaskRecord| AdminError::Finished {
         task_id: task_id.to_owned(),
         status: t.status,
@@ -285,10 +274,10 @@ pub async fn cancel(
         });
     }
     let outcome = match mode {
-        CancelMode::AtOnce => engine.cancel_at_once(tenant, task_id).await.map(|_| ()),
-        CancelMode::Cooperative => engine.cancel(tenant, task_id).await,
+        CancelMode::AtOnce => engine.cancel_at_once(id).await.map(|_| ()),
+        CancelMode::Cooperative => engine.cancel(id).await,
     };
-    let after = read(store, tenant, task_id).await?;
+    let after = read(store, id).await?;
     match outcome {
         Ok(()) if after.status == TaskStatus::Cancelled => Ok(CancelOutcome::Cancelled(after)),
         // It ended otherwise in a race with this call; the cancel wrote nothing.

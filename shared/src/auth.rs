@@ -19,6 +19,8 @@ use std::time::Duration;
 use jsonwebtoken::{Validation, decode, decode_header};
 use serde_json::{Map, Value, json};
 
+use crate::tenant::Tenant;
+
 mod keys;
 
 pub use keys::{FAILURE_BACKOFF, REFRESH_COOLDOWN, parse_jwks};
@@ -177,7 +179,7 @@ impl AuthSettings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     /// The tenant: every task key starts with it.
-    pub tenant: String,
+    pub tenant: Tenant,
     /// When the token expires (its `exp`), in seconds since the Unix epoch: an answer streamed
     /// to this caller ends then ([`crate::handler`]), however long its own budget.
     pub expires_at: u64,
@@ -291,7 +293,7 @@ impl Authenticator {
             .and_then(numeric_date)
             .ok_or(AuthFailure::Invalid("missing claim"))?;
         let tenant = match claims.get(&self.settings.tenant_claim) {
-            Some(Value::String(t)) if valid_tenant(t) => t.clone(),
+            Some(Value::String(t)) if valid_tenant(t) => Tenant::new(t.as_str()),
             _ => return Err(AuthFailure::Invalid("no usable tenant claim")),
         };
         if !self.settings.required_scopes.is_empty() {

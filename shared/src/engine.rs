@@ -16,6 +16,7 @@ use crate::store::{
     MAX_CLIENT_RECORD_BYTES, StoreError, TaskRef, TaskStore, arguments_len, record_len,
 };
 use crate::task::{TaskRecord, TaskStatus, is_valid_task_id, new_task_id};
+use crate::tenant::Tenant;
 use crate::tools::Claim;
 
 /// How many times a conditional write is retried after losing a race before giving up.
@@ -136,7 +137,7 @@ impl Engine {
     /// reads: the tenant runs as many jobs as it may, and none ended in time.
     pub async fn running_place(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         within: Duration,
     ) -> Result<RunningPlace, CreateError> {
         match self.running.take(tenant, within).await {
@@ -170,7 +171,7 @@ impl Engine {
     /// anything is read or stored. The active-task limit is checked by [`Engine::create_task`],
     /// in the store's write that stores the task. The work a call claims is checked before
     /// this, at the edge, for tasks and inline runs alike ([`check_claim`]).
-    pub async fn admit(&self, tenant: &str) -> Result<(), CreateError> {
+    pub async fn admit(&self, tenant: &Tenant) -> Result<(), CreateError> {
         let q = &self.settings.quotas;
         if let Err(wait) = self.creations.take(tenant) {
             return Err(CreateError::Quota(QuotaExceeded {
@@ -197,14 +198,14 @@ impl Engine {
     /// the task is stored, and the orphan sweep will enqueue it.
     pub async fn create_task(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         tool: &str,
         arguments: Value,
         checkpoint: Value,
         client_capabilities: Value,
     ) -> Result<TaskRecord, CreateError> {
         let mut task = TaskRecord::new(
-            tenant,
+            tenant.clone(),
             new_task_id(),
             tool,
             self.settings.ttl_ms,
@@ -271,11 +272,11 @@ impl Engine {
     }
 
     /// Reads a task of `tenant`. Unknown, expired and foreign tasks give the same error.
-    pub async fn get(&self, tenant: &str, task_id: &str) -> Result<TaskRecord, EngineError> {
-        if !is_valid_task_id(task_id) {
+    pub async fn get(&self, id: TaskRef<'_>) -> Result<TaskRecord, EngineError> {
+        if !is_valid_task_id(id.task_id) {
             return Err(EngineError::NotFound);
         }
-        match self.store.get(TaskRef { tenant, task_id }).await {
+        match self.store.get(id).await {
             Ok(Some(t)) if !t.is_expired(now_ms()) => Ok(t),
             Ok(_) => Err(EngineError::NotFound),
             Err(e) => Err(internal("reading a task failed", e)),
@@ -286,12 +287,11 @@ impl Engine {
     /// outstanding. Idempotent: unknown or already answered keys change nothing.
     pub async fn update(
         &self,
-        tenant: &str,
-        task_id: &str,
+        id: TaskRef<'_>,
         responses: &Map<String, Value>,
     ) -> Result<(), EngineError> {
         for _ in 0..MAX_RACES {
-            let mut task = self.get(tenant, task_id).await?;
+            let mut task = self.get(id).await?;
             task.check_answers(responses)
                 .map_err(EngineError::Invalid)?;
             if !task.answer(responses) {
@@ -325,8 +325,8 @@ impl Engine {
     /// input) is cancelled at once; a running one gets the cancel flag and its worker stops
     /// within about a second, then writes `cancelled` — so `cancelled` means the job stopped.
     /// Terminal tasks are acked unchanged.
-    pub async fn cancel(&self, tenant: &str, task_id: &str) -> Result<(), EngineError> {
-        self.cancel_task(tenant, task_id, false).await.map(|_| ())
+    pub async fn cancel(&self, id: TaskRef<'_>) -> Result<(), EngineError> {
+        self.cancel_task(id, false).await.map(|_| ())
     }
 
     /// `tasks/cancel` (2025-11-25), which must answer with the task already `cancelled`: the
@@ -334,15 +334,11 @@ impl Engine {
     /// finds the task terminal (its conditional write loses) and stops without writing.
     /// Returns the task as cancelled, or `-32602` naming its status when it had already ended
     /// (also when it ended in a race with this call).
-    pub async fn cancel_at_once(
-        &self,
-        tenant: &str,
-        task_id: &str,
-    ) -> Result<TaskRecord, EngineError> {
-        match self.cancel_task(tenant, task_id, true).await? {
+    pub async fn cancel_at_once(&self, id: TaskRef<'_>) -> Result<TaskRecord, EngineError> {
+        match self.cancel_task(id, true).await? {
             Some(task) => Ok(task),
             None => {
-                let task = self.get(tenant, task_id).await?;
+                let task = self.get(id).await?;
                 Err(EngineError::Invalid(format!(
                     "Task is already {}: it cannot be cancelled",
                     task.status.as_str()
@@ -354,12 +350,11 @@ impl Engine {
     /// The record as written, or `None` when the task had already ended (nothing written).
     async fn cancel_task(
         &self,
-        tenant: &str,
-        task_id: &str,
+        id: TaskRef<'_>,
         at_once: bool,
     ) -> Result<Option<TaskRecord>, EngineError> {
         for _ in 0..MAX_RACES {
-            let mut task = self.get(tenant, task_id).await?;
+            let mut task = self.get(id).await?;
             if task.status.is_terminal() {
                 return Ok(None);
             }
@@ -382,7 +377,7 @@ impl Engine {
             }
             match self.store.update(&task).await {
                 Ok(version) => {
-                    tracing::info!(task_id, at_once, "task.cancel_requested");
+                    tracing::info!(task_id = id.task_id, at_once, "task.cancel_requested");
                     task.version = version;
                     return Ok(Some(task));
                 }
@@ -403,7 +398,7 @@ impl Engine {
     /// only).
     pub async fn list_active_of(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         after: Option<&str>,
         limit: usize,
     ) -> Result<ActivePage, EngineError> {

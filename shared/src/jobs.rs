@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use crate::protocol::ErrorObject;
+use crate::tenant::Tenant;
 
 pub(crate) mod args;
 
@@ -123,7 +124,7 @@ static CPU_POOL: LazyLock<Arc<crate::quota::FairGate>> = LazyLock::new(|| {
 /// Runs CPU-bound work for `tenant` off the async threads, on a place of the fair CPU pool;
 /// returns its result and the time it ran there.
 pub async fn cpu<T: Send + 'static>(
-    tenant: &str,
+    tenant: &Tenant,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<(T, Duration), JobError> {
     let _place = CPU_POOL.acquire(tenant).await;
@@ -153,7 +154,7 @@ pub struct JobContext {
     client_capabilities: Value,
     progress: ProgressSink,
     steps_this_run: u64,
-    tenant: String,
+    tenant: Tenant,
     /// The task this run advances (`None`: an inline synchronous call).
     task_id: Option<String>,
     /// Runs of this task in a row that died since its checkpoint was last saved.
@@ -184,7 +185,7 @@ impl JobContext {
             client_capabilities,
             progress,
             steps_this_run: 0,
-            tenant: String::new(),
+            tenant: Tenant::from(""),
             task_id: None,
             interruptions: 0,
             deadline: None,
@@ -208,8 +209,8 @@ impl JobContext {
     }
 
     /// The same context, run on behalf of `tenant` (whose turn on the CPU pool it takes).
-    pub fn for_tenant(mut self, tenant: &str) -> Self {
-        self.tenant = tenant.to_owned();
+    pub fn for_tenant(mut self, tenant: &Tenant) -> Self {
+        self.tenant = tenant.clone();
         self
     }
 

@@ -16,7 +16,8 @@
 //!   conformance fixtures, and (feature `testkit`) the kit that runs a tool in a test;
 //! - [`declared`] — tools from a manifest whose steps run elsewhere (a Lambda function, an
 //!   HTTPS endpoint, a program) over the step protocol `mcp-tasks-step/1`;
-//! - [`task`] — the task record and its status machine;
+//! - [`task`] — the task record and its status machine, and its key;
+//! - [`tenant`] — who owns a task: made at the edge, carried as a type below it;
 //! - [`metrics`] — counters and timings, exported as Prometheus text and CloudWatch EMF;
 //! - [`quota`] — per-tenant quotas and fair sharing (the fair gate of the worker and CPU pools);
 //! - [`store`], [`queue`] — the ports, with local adapters (memory, embedded redb, in-process);
@@ -54,5 +55,6 @@ pub mod queue;
 pub mod quota;
 pub mod store;
 pub mod task;
+pub mod tenant;
 pub mod tools;
 pub mod worker;

@@ -26,6 +26,7 @@ use crate::store::TaskStore;
 use crate::store::embedded::EmbeddedStore;
 use crate::store::metered::Metered;
 use crate::store::watch::{ChangeFeed, Watched, Watchers};
+use crate::task::TaskKey;
 use crate::worker::{Outcome, Worker, WorkerSettings};
 
 mod metrics_listen;
@@ -399,13 +400,13 @@ async fn run_worker_pool(
     gate: Arc<FairGate>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let waiting: Arc<Mutex<HashSet<(String, String)>>> = Arc::default();
+    let waiting: Arc<Mutex<HashSet<TaskKey>>> = Arc::default();
     loop {
         let msg = tokio::select! {
             m = rx.recv() => match m { Some(m) => m, None => return },
             _ = stop.wait_for(|s| *s) => return,
         };
-        let key = (msg.tenant.clone(), msg.task_id.clone());
+        let key = msg.key().to_key();
         if !waiting
             .lock()
             .unwrap_or_else(|e| e.into_inner())

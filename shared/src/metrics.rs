@@ -41,6 +41,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::{Mutex, OnceLock};
 
+use crate::tenant::Tenant;
+
 /// The metric names (see the module table).
 pub mod name {
     /// Tasks created.
@@ -150,12 +152,12 @@ impl Metrics {
     /// The label `tenant` counts under, or `None` when tenants are not counted: its own name
     /// while fewer than the maximum are named (or it is one of them), else `other`. Names are
     /// cut at 256 bytes (a tenant is at most that long where it comes from a token).
-    pub fn tenant_label(&self, tenant: &str) -> Option<String> {
+    pub fn tenant_label(&self, tenant: &Tenant) -> Option<String> {
         let mut t = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
         if t.max == 0 {
             return None;
         }
-        let mut name = tenant.to_owned();
+        let mut name = tenant.as_str().to_owned();
         if name.len() > 256 {
             let mut cut = 256;
             while !name.is_char_boundary(cut) {
@@ -361,23 +363,23 @@ mod tests {
     #[test]
     fn tenants_are_named_only_when_asked_and_only_so_many() {
         let m = Metrics::default();
-        assert_eq!(m.tenant_label("acme"), None, "off by default");
+        assert_eq!(m.tenant_label(&"acme".into()), None, "off by default");
         m.name_tenants(2);
-        assert_eq!(m.tenant_label("acme").as_deref(), Some("acme"));
-        assert_eq!(m.tenant_label("globex").as_deref(), Some("globex"));
+        assert_eq!(m.tenant_label(&"acme".into()).as_deref(), Some("acme"));
+        assert_eq!(m.tenant_label(&"globex".into()).as_deref(), Some("globex"));
         assert_eq!(
-            m.tenant_label("initech").as_deref(),
+            m.tenant_label(&"initech".into()).as_deref(),
             Some("other"),
             "past the bound"
         );
         assert_eq!(
-            m.tenant_label("acme").as_deref(),
+            m.tenant_label(&"acme".into()).as_deref(),
             Some("acme"),
             "a named one stays named"
         );
         let long = "é".repeat(200);
         m.name_tenants(3);
-        let label = m.tenant_label(&long).unwrap();
+        let label = m.tenant_label(&Tenant::from(&long)).unwrap();
         assert!(label.len() <= 256 && long.starts_with(&label));
         m.name_tenants(usize::MAX);
         assert_eq!(m.tenants.lock().unwrap().max, MAX_TENANT_LABELS);

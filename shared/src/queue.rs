@@ -11,7 +11,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::store::TaskRef;
+use crate::task::TaskRef;
+use crate::tenant::Tenant;
 
 /// Why a message is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,7 +45,7 @@ pub enum WorkKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkMessage {
     /// Owner tenant.
-    pub tenant: String,
+    pub tenant: Tenant,
     /// Task id.
     pub task_id: String,
     /// Why.
@@ -303,5 +304,51 @@ mod tests {
             serde_json::json!({"tenant": "t", "task_id": "tsk_1", "kind": "start"})
         );
         assert_eq!(serde_json::from_value::<WorkMessage>(v).unwrap(), m);
+    }
+
+    /// The queue's wire (an SQS message body, a DLQ letter): the bytes every kind of message
+    /// is written as, pinned, and read back. Messages in flight cross upgrades, so these
+    /// never change with the Rust types that carry them (the tenant's newtype included).
+    #[test]
+    fn work_messages_keep_their_wire_bytes() {
+        let tenant = "a#b%\"é\\";
+        let cases = [
+            (
+                WorkKind::Start,
+                r#"{"tenant":"a#b%\"é\\","task_id":"tsk_01J0GOLDEN","kind":"start"}"#,
+            ),
+            (
+                WorkKind::Resume,
+                r#"{"tenant":"a#b%\"é\\","task_id":"tsk_01J0GOLDEN","kind":"resume"}"#,
+            ),
+            (
+                WorkKind::Continue,
+                r#"{"tenant":"a#b%\"é\\","task_id":"tsk_01J0GOLDEN","kind":"continue"}"#,
+            ),
+            (
+                WorkKind::Recover,
+                r#"{"tenant":"a#b%\"é\\","task_id":"tsk_01J0GOLDEN","kind":"recover"}"#,
+            ),
+            (
+                WorkKind::Wake(3),
+                r#"{"tenant":"a#b%\"é\\","task_id":"tsk_01J0GOLDEN","kind":{"wake":3}}"#,
+            ),
+            (
+                WorkKind::Waiting {
+                    seq: 2,
+                    renew_at_ms: 1_700_000_000_123,
+                },
+                r#"{"tenant":"a#b%\"é\\","task_id":"tsk_01J0GOLDEN","kind":{"waiting":{"seq":2,"renew_at_ms":1700000000123}}}"#,
+            ),
+        ];
+        for (kind, golden) in cases {
+            let m = WorkMessage {
+                tenant: tenant.into(),
+                task_id: "tsk_01J0GOLDEN".into(),
+                kind,
+            };
+            assert_eq!(serde_json::to_string(&m).unwrap(), golden);
+            assert_eq!(serde_json::from_str::<WorkMessage>(golden).unwrap(), m);
+        }
     }
 }

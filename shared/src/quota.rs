@@ -20,6 +20,8 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::tenant::Tenant;
+
 mod running;
 pub use running::{RunningPlace, RunningPlaces};
 
@@ -120,7 +122,7 @@ impl QuotaExceeded {
 pub struct RateLimiter {
     rate: f64,
     burst: f64,
-    buckets: Mutex<HashMap<String, (f64, Instant)>>,
+    buckets: Mutex<HashMap<Tenant, (f64, Instant)>>,
 }
 
 /// Buckets kept before full (idle) ones are dropped.
@@ -137,7 +139,7 @@ impl RateLimiter {
     }
 
     /// Takes one token for `tenant`, or says how long until one is there.
-    pub fn take(&self, tenant: &str) -> Result<(), Duration> {
+    pub fn take(&self, tenant: &Tenant) -> Result<(), Duration> {
         if self.rate <= 0.0 || !self.rate.is_finite() {
             return Ok(());
         }
@@ -149,9 +151,7 @@ impl RateLimiter {
                 *tokens + now.duration_since(*at).as_secs_f64() * rate < burst
             });
         }
-        let (tokens, at) = buckets
-            .entry(tenant.to_owned())
-            .or_insert((self.burst, now));
+        let (tokens, at) = buckets.entry(tenant.clone()).or_insert((self.burst, now));
         *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * self.rate).min(self.burst);
         *at = now;
         if *tokens >= 1.0 {
@@ -174,16 +174,16 @@ pub struct FairGate {
 struct GateState {
     free: usize,
     per_tenant: usize,
-    running: HashMap<String, usize>,
+    running: HashMap<Tenant, usize>,
     /// Tenants with waiters, in turn order.
-    turn: VecDeque<String>,
-    waiters: HashMap<String, VecDeque<oneshot::Sender<()>>>,
+    turn: VecDeque<Tenant>,
+    waiters: HashMap<Tenant, VecDeque<oneshot::Sender<()>>>,
 }
 
 /// A place in a [`FairGate`]; freed on drop.
 pub struct GatePermit {
     gate: Arc<FairGate>,
-    tenant: String,
+    tenant: Tenant,
 }
 
 impl Drop for GatePermit {
@@ -195,7 +195,7 @@ impl Drop for GatePermit {
 /// Cleans up after a waiter that stopped waiting (its future was dropped).
 struct Waiting {
     gate: Arc<FairGate>,
-    tenant: String,
+    tenant: Tenant,
     rx: Option<oneshot::Receiver<()>>,
 }
 
@@ -230,7 +230,7 @@ impl FairGate {
     }
 
     /// Waits for a place for `tenant`.
-    pub async fn acquire(self: &Arc<Self>, tenant: &str) -> GatePermit {
+    pub async fn acquire(self: &Arc<Self>, tenant: &Tenant) -> GatePermit {
         loop {
             let rx = {
                 let mut s = self.lock();
@@ -239,25 +239,22 @@ impl FairGate {
                 // been given the place already), and this tenant under its cap: go.
                 if s.free > 0 && mine < s.per_tenant && !s.waiters.contains_key(tenant) {
                     s.free -= 1;
-                    *s.running.entry(tenant.to_owned()).or_insert(0) += 1;
+                    *s.running.entry(tenant.clone()).or_insert(0) += 1;
                     return GatePermit {
                         gate: self.clone(),
-                        tenant: tenant.to_owned(),
+                        tenant: tenant.clone(),
                     };
                 }
                 let (tx, rx) = oneshot::channel();
                 if !s.waiters.contains_key(tenant) {
-                    s.turn.push_back(tenant.to_owned());
+                    s.turn.push_back(tenant.clone());
                 }
-                s.waiters
-                    .entry(tenant.to_owned())
-                    .or_default()
-                    .push_back(tx);
+                s.waiters.entry(tenant.clone()).or_default().push_back(tx);
                 rx
             };
             let mut waiting = Waiting {
                 gate: self.clone(),
-                tenant: tenant.to_owned(),
+                tenant: tenant.clone(),
                 rx: Some(rx),
             };
             let granted = match waiting.rx.as_mut() {
@@ -268,7 +265,7 @@ impl FairGate {
             if granted {
                 return GatePermit {
                     gate: self.clone(),
-                    tenant: tenant.to_owned(),
+                    tenant: tenant.clone(),
                 };
             }
             // A sender is only dropped unsent when its receiver was closed, so this does not
@@ -277,16 +274,16 @@ impl FairGate {
     }
 
     /// How many places `tenant` holds.
-    pub fn running(&self, tenant: &str) -> usize {
+    pub fn running(&self, tenant: &Tenant) -> usize {
         self.lock().running.get(tenant).copied().unwrap_or(0)
     }
 
     /// How many waiters `tenant` has.
-    pub fn waiting(&self, tenant: &str) -> usize {
+    pub fn waiting(&self, tenant: &Tenant) -> usize {
         self.lock().waiters.get(tenant).map_or(0, VecDeque::len)
     }
 
-    fn release(&self, tenant: &str) {
+    fn release(&self, tenant: &Tenant) {
         let mut s = self.lock();
         s.free += 1;
         if let Some(n) = s.running.get_mut(tenant) {
@@ -354,33 +351,33 @@ pub trait RunSlots: Send + Sync + 'static {
     /// for a store that failed.
     async fn take(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         owner: &str,
         max: usize,
         until_ms: u64,
     ) -> Result<bool, crate::store::StoreError>;
     /// Ends `owner`'s run of `tenant` (absent is not an error).
-    async fn release(&self, tenant: &str, owner: &str) -> Result<(), crate::store::StoreError>;
+    async fn release(&self, tenant: &Tenant, owner: &str) -> Result<(), crate::store::StoreError>;
 }
 
 /// [`RunSlots`] in memory (tests, and the contract the store adapters follow).
 #[derive(Default)]
 pub struct MemoryRunSlots {
-    runs: Mutex<HashMap<String, HashMap<String, u64>>>,
+    runs: Mutex<HashMap<Tenant, HashMap<String, u64>>>,
 }
 
 #[async_trait::async_trait]
 impl RunSlots for MemoryRunSlots {
     async fn take(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         owner: &str,
         max: usize,
         until_ms: u64,
     ) -> Result<bool, crate::store::StoreError> {
         let now = crate::clock::now_ms();
         let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
-        let mine = runs.entry(tenant.to_owned()).or_default();
+        let mine = runs.entry(tenant.clone()).or_default();
         mine.retain(|_, until| *until > now);
         if mine.len() >= max && !mine.contains_key(owner) {
             return Ok(false);
@@ -389,7 +386,7 @@ impl RunSlots for MemoryRunSlots {
         Ok(true)
     }
 
-    async fn release(&self, tenant: &str, owner: &str) -> Result<(), crate::store::StoreError> {
+    async fn release(&self, tenant: &Tenant, owner: &str) -> Result<(), crate::store::StoreError> {
         let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(mine) = runs.get_mut(tenant) {
             mine.remove(owner);
@@ -403,11 +400,15 @@ impl RunSlots for MemoryRunSlots {
 #[cfg(any(test, feature = "contracts"))]
 pub mod run_slots_contract {
     use super::RunSlots;
+    use crate::tenant::Tenant;
 
     /// Runs them on `slots` (tenants are named after `prefix`, so a shared store is fine).
     pub async fn run_all(slots: &dyn RunSlots, prefix: &str) {
         let now = crate::clock::now_ms();
-        let (a, b) = (format!("{prefix}-a"), format!("{prefix}-b"));
+        let (a, b) = (
+            Tenant::from(format!("{prefix}-a")),
+            Tenant::from(format!("{prefix}-b")),
+        );
         assert!(slots.take(&a, "r1", 2, now + 60_000).await.unwrap());
         assert!(slots.take(&a, "r2", 2, now + 60_000).await.unwrap());
         assert!(
@@ -427,7 +428,7 @@ pub mod run_slots_contract {
         // Many runs of one tenant starting at once: none turned away while places are free,
         // never more than `max` let in.
         for (max, want) in [(100, 24), (4, 4)] {
-            let d = format!("{prefix}-d{max}");
+            let d = Tenant::from(format!("{prefix}-d{max}"));
             let taken = futures_util::future::join_all((0..24).map(|i| {
                 let (d, owner) = (d.clone(), format!("r{i}"));
                 async move { slots.take(&d, &owner, max, now + 60_000).await.unwrap() }
@@ -436,7 +437,7 @@ pub mod run_slots_contract {
             assert_eq!(taken.iter().filter(|t| **t).count(), want, "max {max}");
         }
         // A run that died frees its place when its time is up.
-        let c = format!("{prefix}-c");
+        let c = Tenant::from(format!("{prefix}-c"));
         let now = crate::clock::now_ms();
         assert!(slots.take(&c, "dead", 1, now + 1500).await.unwrap());
         assert!(!slots.take(&c, "next", 1, now + 60_000).await.unwrap());

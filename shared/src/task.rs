@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use crate::clock::now_ms;
 use crate::protocol::ErrorObject;
-use crate::store::TaskRef;
+use crate::tenant::Tenant;
 
 /// The five statuses of SEP-2663.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -92,7 +92,7 @@ pub struct Lease {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskRecord {
     /// Owner of the task; part of every key.
-    pub tenant: String,
+    pub tenant: Tenant,
     /// Unguessable id, `tsk_…`.
     pub task_id: String,
     /// Current status.
@@ -212,7 +212,7 @@ impl TaskRecord {
     /// A fresh `working` task (its arguments are stored beside it, see
     /// [`TaskStore::create`](crate::store::TaskStore::create)).
     pub fn new(
-        tenant: &str,
+        tenant: Tenant,
         task_id: String,
         tool: &str,
         ttl_ms: Option<u64>,
@@ -221,7 +221,7 @@ impl TaskRecord {
     ) -> Self {
         let now = now_ms();
         Self {
-            tenant: tenant.to_owned(),
+            tenant,
             task_id,
             status: TaskStatus::Working,
             status_message: None,
@@ -454,6 +454,9 @@ pub fn is_valid_task_id(id: &str) -> bool {
         && id.bytes().all(|b| b.is_ascii_graphic())
 }
 
+mod key;
 #[cfg(test)]
 mod tests;
 mod wire;
+
+pub use key::{TaskKey, TaskRef};

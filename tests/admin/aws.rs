@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::{Run, common, run_with};
 
 async fn task(store: &DynamoStore, tenant: &str) -> TaskRecord {
-    let t = TaskRecord::new(tenant, new_task_id(), "wait", None, 1000, json!({}));
+    let t = TaskRecord::new(tenant.into(), new_task_id(), "wait", None, 1000, json!({}));
     store
         .create(&t, &json!({"seconds": 600, "note": "ARG-SECRET"}))
         .await
@@ -167,7 +167,7 @@ async fn tasks_and_the_dead_letter_queue_on_the_aws_emulator() {
     assert_eq!(c.stdout.trim(), format!("cancelled {}", alice[0].task_id));
     let now = store
         .get(TaskRef {
-            tenant: "alice",
+            tenant: &"alice".into(),
             task_id: &alice[0].task_id,
         })
         .await
@@ -178,7 +178,7 @@ async fn tasks_and_the_dead_letter_queue_on_the_aws_emulator() {
     assert!(c.stdout.starts_with("cancel requested for"), "{c:?}");
     let now = store
         .get(TaskRef {
-            tenant: "alice",
+            tenant: &"alice".into(),
             task_id: &alice[2].task_id,
         })
         .await

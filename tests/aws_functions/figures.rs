@@ -7,6 +7,8 @@ use serde_json::json;
 use crate::support::Client;
 use crate::support_aws::{Env, Options};
 use crate::{poll_terminal, support, support_aws};
+use mcp_tasks_core::task::TaskRef;
+use mcp_tasks_core::tenant::Tenant;
 
 /// A cold start, measured (not asserted: timings on shared machines are noisy): each function's
 /// init duration, then the first `server/discover` through the front against the median and slowest
@@ -242,7 +244,7 @@ async fn what_a_creation_costs() {
         .map(|(op, f)| (mcp(op) - f) / 10)
         .collect();
     // The first task parked by its worker (asleep, no lease), so the cancel ends it at once.
-    let key = mcp_tasks_core::aws::dynamo::pk(crate::TENANT, &id);
+    let key = mcp_tasks_core::aws::dynamo::pk(TaskRef::new(&Tenant::from(crate::TENANT), &id));
     let started = Instant::now();
     loop {
         let item = env

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use mcp_tasks_core::store::{StoreError, TaskRef, TaskStore as _};
+use mcp_tasks_core::tenant::Tenant;
 use serde_json::{Value, json};
 
 use crate::support_aws::{Env, Options, item_bytes, write_units};
@@ -165,7 +166,7 @@ async fn a_sweep_never_multiplies_jobs_waiting_for_their_tenants_place() {
     let mut aged = 0;
     for id in &ids {
         let key = TaskRef {
-            tenant: TENANT,
+            tenant: &Tenant::from(TENANT),
             task_id: id,
         };
         loop {

@@ -247,7 +247,14 @@ async fn an_expired_task_reads_as_unknown_and_the_sweep_purges_it() {
     // A 2026-07-28 client cannot ask for a TTL (the server decides, 24 h on Lambda): the task
     // is written through the store with a short one.
     let ttl_ms = 1500;
-    let task = TaskRecord::new(TENANT, new_task_id(), "wait", Some(ttl_ms), 1000, json!({}));
+    let task = TaskRecord::new(
+        TENANT.into(),
+        new_task_id(),
+        "wait",
+        Some(ttl_ms),
+        1000,
+        json!({}),
+    );
     env.store()
         .create(&task, &json!({"seconds": 0.1}))
         .await
@@ -292,7 +299,7 @@ async fn the_sweep_recovers_a_task_that_was_never_enqueued() {
     let c = env.client().with_tasks();
     let (seed, rounds) = ("orphan", 1000u64);
     let task = TaskRecord::new(
-        TENANT,
+        TENANT.into(),
         new_task_id(),
         "hash_chain",
         Some(3_600_000),

@@ -373,7 +373,7 @@ pub async fn seed_in_flight(dir: &std::path::Path, n: usize) {
         let store = store.clone();
         writes.spawn(async move {
             let mut t = TaskRecord::new(
-                "local",
+                "local".into(),
                 new_task_id(),
                 "wait",
                 Some(86_400_000),

@@ -10,6 +10,8 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use axum::Router;
 use mcp_tasks_core::aws::dynamo::{DynamoStore, create_table};
 use mcp_tasks_core::aws::sqs::SqsQueue;
+use mcp_tasks_core::task::TaskRef;
+use mcp_tasks_core::tenant::Tenant;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
@@ -320,7 +322,7 @@ impl Env {
         tenant: &str,
         task_id: &str,
     ) -> Option<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
-        let pk = mcp_tasks_core::aws::dynamo::pk(tenant, task_id);
+        let pk = mcp_tasks_core::aws::dynamo::pk(TaskRef::new(&Tenant::from(tenant), task_id));
         self.dynamo
             .get_item()
             .table_name(&self.table)

@@ -28,7 +28,8 @@ use mcp_tasks_core::admin::{
 };
 use mcp_tasks_core::queue::WorkQueue;
 use mcp_tasks_core::store::TaskStore;
-use mcp_tasks_core::task::TaskStatus;
+use mcp_tasks_core::task::{TaskRef, TaskStatus};
+use mcp_tasks_core::tenant::Tenant;
 use serde_json::json;
 
 use crate::terminal::json_text;
@@ -93,7 +94,7 @@ struct Backend {
 struct ListArgs {
     /// Only this tenant's tasks (in creation order); without it, every tenant's.
     #[arg(long, value_parser = tenant_arg)]
-    tenant: Option<String>,
+    tenant: Option<Tenant>,
     /// Only tasks of this status: working or input_required.
     #[arg(long, value_parser = status_arg)]
     status: Option<TaskStatus>,
@@ -117,7 +118,7 @@ struct ShowArgs {
     id: String,
     /// The task's tenant (`local` for a server without authentication).
     #[arg(long, value_parser = tenant_arg)]
-    tenant: String,
+    tenant: Tenant,
     /// Also show the arguments the task was created with (the client's data).
     #[arg(long)]
     arguments: bool,
@@ -135,7 +136,7 @@ struct CancelArgs {
     id: String,
     /// The task's tenant (`local` for a server without authentication).
     #[arg(long, value_parser = tenant_arg)]
-    tenant: String,
+    tenant: Tenant,
     #[command(flatten)]
     backend: Backend,
 }
@@ -152,9 +153,10 @@ struct DlqListArgs {
     backend: Backend,
 }
 
-fn tenant_arg(s: &str) -> Result<String, String> {
+/// A tenant as an operator names one, checked as the authenticator checks a token's.
+fn tenant_arg(s: &str) -> Result<Tenant, String> {
     admin::check_tenant(s).map_err(|e| e.to_string())?;
-    Ok(s.to_owned())
+    Ok(Tenant::new(s))
 }
 
 fn task_id_arg(s: &str) -> Result<String, String> {
@@ -313,7 +315,7 @@ fn task_line(t: &TaskSummary) -> String {
 
 async fn show(a: ShowArgs) -> Result<i32, Fail> {
     let opened = open(&a.backend).await?;
-    let d = admin::show(&*opened.store, &a.tenant, &a.id, a.arguments).await?;
+    let d = admin::show(&*opened.store, TaskRef::new(&a.tenant, &a.id), a.arguments).await?;
     if a.json {
         println!("{}", json_text(&d.to_json(), false));
     } else {
@@ -394,7 +396,14 @@ fn indent(text: &str) -> String {
 async fn cancel(a: CancelArgs) -> Result<i32, Fail> {
     let opened = open(&a.backend).await?;
     let engine = admin::engine(opened.store.clone(), opened.queue.clone());
-    match admin::cancel(&engine, &*opened.store, &a.tenant, &a.id, opened.cancel).await? {
+    match admin::cancel(
+        &engine,
+        &*opened.store,
+        TaskRef::new(&a.tenant, &a.id),
+        opened.cancel,
+    )
+    .await?
+    {
         CancelOutcome::Cancelled(t) => println!("cancelled {}", t.task_id),
         CancelOutcome::Requested(t) => println!(
             "cancel requested for {}: the worker running it stops it within about a second",

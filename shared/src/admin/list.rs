@@ -12,6 +12,7 @@ use super::{
 use crate::clock::{iso8601, now_ms};
 use crate::store::{TaskKey, TaskStore};
 use crate::task::{TaskRecord, TaskStatus};
+use crate::tenant::Tenant;
 
 /// Where a listing continues: the last task of a page, and which kind of listing it was.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +56,7 @@ impl Cursor {
         Ok(Cursor {
             one_tenant,
             key: TaskKey {
-                tenant: tenant.to_owned(),
+                tenant: Tenant::new(tenant),
                 task_id: task_id.to_owned(),
             },
         })
@@ -66,7 +67,7 @@ impl Cursor {
 #[derive(Debug, Clone)]
 pub struct ListQuery {
     /// One tenant's tasks (task-id order), or every tenant's (`None`; the store's order).
-    pub tenant: Option<String>,
+    pub tenant: Option<Tenant>,
     /// Only tasks of this status (`working` or `input_required`).
     pub status: Option<TaskStatus>,
     /// Most tasks in the page, within `1..=`[`MAX_LIMIT`](super::MAX_LIMIT).
@@ -92,7 +93,7 @@ pub struct TaskSummary {
     /// The task id.
     pub task_id: String,
     /// Its tenant.
-    pub tenant: String,
+    pub tenant: Tenant,
     /// Its status.
     pub status: TaskStatus,
     /// The tool that runs its job.

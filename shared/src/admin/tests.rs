@@ -1,11 +1,12 @@
 use super::*;
 use crate::store::memory::MemoryStore;
+use crate::task::TaskRef;
 use crate::task::{Lease, new_task_id};
 
 async fn seeded(store: &MemoryStore, tenant: &str, n: usize) -> Vec<String> {
     let mut ids = Vec::new();
     for _ in 0..n {
-        let t = TaskRecord::new(tenant, new_task_id(), "wait", None, 1000, json!({}));
+        let t = TaskRecord::new(tenant.into(), new_task_id(), "wait", None, 1000, json!({}));
         store.create(&t, &json!({"secret": "s3"})).await.unwrap();
         ids.push(t.task_id);
     }
@@ -58,7 +59,7 @@ async fn a_status_filter_fills_pages_from_later_store_pages() {
     for id in [&ids[1], &ids[4]] {
         let mut t = store
             .get(TaskRef {
-                tenant: "t",
+                tenant: &"t".into(),
                 task_id: id,
             })
             .await
@@ -137,12 +138,16 @@ fn hostile_inputs_are_refused_with_the_input_escaped() {
 async fn show_leaves_the_arguments_out_unless_asked() {
     let store = MemoryStore::new();
     let id = seeded(&store, "t", 1).await.remove(0);
-    let d = show(&store, "t", &id, false).await.unwrap();
+    let d = show(&store, TaskRef::new(&"t".into(), &id), false)
+        .await
+        .unwrap();
     assert!(!d.to_json().to_string().contains("s3"));
-    let d = show(&store, "t", &id, true).await.unwrap();
+    let d = show(&store, TaskRef::new(&"t".into(), &id), true)
+        .await
+        .unwrap();
     assert_eq!(d.to_json()["arguments"], json!({"secret": "s3"}));
     assert!(matches!(
-        show(&store, "u", &id, false).await,
+        show(&store, TaskRef::new(&"u".into(), &id), false).await,
         Err(AdminError::NotFound { .. })
     ));
 }
@@ -155,7 +160,7 @@ async fn cancel_goes_through_the_engine_and_refuses_finished_tasks() {
     // A dead server's lease: cancelled at once all the same.
     let mut t = store
         .get(TaskRef {
-            tenant: "t",
+            tenant: &"t".into(),
             task_id: &ids[0],
         })
         .await
@@ -166,11 +171,22 @@ async fn cancel_goes_through_the_engine_and_refuses_finished_tasks() {
         expires_at_ms: u64::MAX / 2,
     });
     store.update(&t).await.unwrap();
-    let done = cancel(&engine, &*store, "t", &ids[0], CancelMode::AtOnce)
-        .await
-        .unwrap();
+    let done = cancel(
+        &engine,
+        &*store,
+        TaskRef::new(&"t".into(), &ids[0]),
+        CancelMode::AtOnce,
+    )
+    .await
+    .unwrap();
     assert!(matches!(done, CancelOutcome::Cancelled(t) if t.status == TaskStatus::Cancelled));
-    let again = cancel(&engine, &*store, "t", &ids[0], CancelMode::AtOnce).await;
+    let again = cancel(
+        &engine,
+        &*store,
+        TaskRef::new(&"t".into(), &ids[0]),
+        CancelMode::AtOnce,
+    )
+    .await;
     assert!(
         matches!(
             again,
@@ -184,7 +200,7 @@ async fn cancel_goes_through_the_engine_and_refuses_finished_tasks() {
     // Cooperative, under a live lease: the flag, not yet the status.
     let mut t = store
         .get(TaskRef {
-            tenant: "t",
+            tenant: &"t".into(),
             task_id: &ids[1],
         })
         .await
@@ -195,9 +211,14 @@ async fn cancel_goes_through_the_engine_and_refuses_finished_tasks() {
         expires_at_ms: now_ms() + 60_000,
     });
     store.update(&t).await.unwrap();
-    let asked = cancel(&engine, &*store, "t", &ids[1], CancelMode::Cooperative)
-        .await
-        .unwrap();
+    let asked = cancel(
+        &engine,
+        &*store,
+        TaskRef::new(&"t".into(), &ids[1]),
+        CancelMode::Cooperative,
+    )
+    .await
+    .unwrap();
     assert!(
         matches!(asked, CancelOutcome::Requested(t) if t.cancel_requested && t.status == TaskStatus::Working)
     );

@@ -29,6 +29,7 @@ use super::sqs::SqsQueue;
 use crate::clock::iso8601;
 use crate::queue::{WorkKind, WorkMessage, WorkQueue as _};
 use crate::task::is_valid_task_id;
+use crate::tenant::Tenant;
 
 /// How long a received message stays hidden while a pass runs.
 pub const HIDE: Duration = Duration::from_secs(60);
@@ -60,7 +61,7 @@ fn sqs_error<E: std::error::Error>(call: &'static str) -> impl FnOnce(E) -> DlqE
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WorkSummary {
     /// The task's tenant.
-    pub tenant: String,
+    pub tenant: Tenant,
     /// The task id.
     pub task_id: String,
     /// Why the work was sent (`start`, `resume`, `continue`, `recover`, `wake`).

@@ -352,7 +352,7 @@ mod tests {
         let store = dynamo::DynamoStore::new(dynamodb_client(&sdk), "tasks");
         let queue = sqs::SqsQueue::new(sqs_client(&sdk), "http://127.0.0.1:1/000000000000/q");
         let task = crate::task::TaskRecord::new(
-            "t",
+            "t".into(),
             crate::task::new_task_id(),
             "wait",
             None,

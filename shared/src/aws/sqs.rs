@@ -31,6 +31,7 @@ use aws_sdk_sqs::types::{
 
 use crate::aws::FirstUse;
 use crate::queue::{QueueError, WorkMessage, WorkQueue};
+use crate::tenant::Tenant;
 
 /// The longest delay SQS supports on a message (`DelaySeconds` ≤ 900).
 pub const MAX_DELAY: Duration = Duration::from_secs(900);
@@ -186,7 +187,7 @@ impl WorkQueue for SqsQueue {
 /// queues see each tenant as its own group, so a tenant with a backlog does not hold back the
 /// others' messages (their dwell time is kept low first). A hash, so the group id is within
 /// SQS's 128 characters and alphabet whatever the tenant's name, and names no tenant.
-pub fn message_group(tenant: &str) -> String {
+pub fn message_group(tenant: &Tenant) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(tenant.as_bytes());
     let mut g = String::with_capacity(34);
@@ -229,10 +230,10 @@ mod tests {
 
     #[test]
     fn each_tenant_is_its_own_message_group_within_sqs_bounds() {
-        let a = message_group("alice");
-        assert_eq!(a, message_group("alice"));
-        assert_ne!(a, message_group("bob"));
-        let odd = message_group(&"é#%\u{1f}".repeat(100));
+        let a = message_group(&"alice".into());
+        assert_eq!(a, message_group(&"alice".into()));
+        assert_ne!(a, message_group(&"bob".into()));
+        let odd = message_group(&Tenant::from("é#%\u{1f}".repeat(100)));
         assert_eq!(odd.len(), 34);
         assert!(odd.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
     }

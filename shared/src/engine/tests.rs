@@ -20,7 +20,7 @@ fn engine() -> (
 async fn the_sweep_recovers_a_task_stored_but_never_enqueued() {
     let (engine, store, mut rx) = engine();
     // A crash between the conditional put and the send: the task exists, no message does.
-    let mut task = TaskRecord::new("t", new_task_id(), "wait", None, 1000, json!({}));
+    let mut task = TaskRecord::new("t".into(), new_task_id(), "wait", None, 1000, json!({}));
     task.last_updated_at_ms = now_ms() - 60_000;
     store.create(&task, &json!({})).await.unwrap();
     assert!(rx.try_recv().is_err());
@@ -39,7 +39,7 @@ async fn the_sweep_recovers_a_task_stored_but_never_enqueued() {
     );
     // A fresh task, or one a live run holds, is left alone.
     let fresh = engine
-        .create_task("t", "wait", json!({}), Value::Null, json!({}))
+        .create_task(&"t".into(), "wait", json!({}), Value::Null, json!({}))
         .await
         .unwrap();
     rx.try_recv().unwrap(); // its own start message
@@ -63,7 +63,14 @@ async fn the_sweep_recovers_a_task_stored_but_never_enqueued() {
 #[tokio::test]
 async fn the_sweep_leaves_an_expired_orphan_to_the_purge() {
     let (engine, store, mut rx) = engine();
-    let mut task = TaskRecord::new("t", new_task_id(), "wait", Some(1000), 1000, json!({}));
+    let mut task = TaskRecord::new(
+        "t".into(),
+        new_task_id(),
+        "wait",
+        Some(1000),
+        1000,
+        json!({}),
+    );
     task.created_at_ms = now_ms() - 60_000;
     task.last_updated_at_ms = task.created_at_ms;
     store.create(&task, &json!({})).await.unwrap();
@@ -130,7 +137,14 @@ impl TaskStore for Patchy {
 async fn one_bad_task_stops_neither_the_sweep_nor_the_purge_nor_recovery() {
     let now = now_ms();
     let aged = |ttl: u64| {
-        let mut t = TaskRecord::new("t", new_task_id(), "wait", Some(ttl), 1000, json!({}));
+        let mut t = TaskRecord::new(
+            "t".into(),
+            new_task_id(),
+            "wait",
+            Some(ttl),
+            1000,
+            json!({}),
+        );
         t.created_at_ms = now - 60_000;
         t.last_updated_at_ms = t.created_at_ms;
         t
@@ -182,15 +196,21 @@ async fn one_bad_task_stops_neither_the_sweep_nor_the_purge_nor_recovery() {
 async fn cancel_at_once_cancels_or_says_the_task_had_ended() {
     let (engine, store, mut rx) = engine();
     let task = engine
-        .create_task("t", "x", json!({}), Value::Null, json!({}))
+        .create_task(&"t".into(), "x", json!({}), Value::Null, json!({}))
         .await
         .unwrap();
     rx.try_recv().unwrap();
-    let cancelled = engine.cancel_at_once("t", &task.task_id).await.unwrap();
+    let cancelled = engine
+        .cancel_at_once(TaskRef::new(&"t".into(), &task.task_id))
+        .await
+        .unwrap();
     assert_eq!(cancelled.status, TaskStatus::Cancelled);
     assert_eq!(store.get(task.key()).await.unwrap(), Some(cancelled));
     // Ended meanwhile (here: before): refused naming the status, nothing written.
-    let err = engine.cancel_at_once("t", &task.task_id).await.unwrap_err();
+    let err = engine
+        .cancel_at_once(TaskRef::new(&"t".into(), &task.task_id))
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, EngineError::Invalid(m) if m.contains("cancelled")),
         "{err:?}"
@@ -201,7 +221,7 @@ async fn cancel_at_once_cancels_or_says_the_task_had_ended() {
 async fn a_retried_update_has_no_second_effect() {
     let (engine, store, mut rx) = engine();
     let task = engine
-        .create_task("t", "x", json!({}), Value::Null, json!({}))
+        .create_task(&"t".into(), "x", json!({}), Value::Null, json!({}))
         .await
         .unwrap();
     rx.try_recv().unwrap();
@@ -215,11 +235,17 @@ async fn a_retried_update_has_no_second_effect() {
     store.update(&parked).await.unwrap();
     let answer = json!({"ok": {"action": "accept", "content": {"ok": true}}});
     let answer = answer.as_object().unwrap();
-    engine.update("t", &task.task_id, answer).await.unwrap();
+    engine
+        .update(TaskRef::new(&"t".into(), &task.task_id), answer)
+        .await
+        .unwrap();
     let after_first = store.get(task.key()).await.unwrap().unwrap();
     assert_eq!(after_first.status, TaskStatus::Working);
     assert_eq!(rx.try_recv().unwrap().kind, WorkKind::Resume);
-    engine.update("t", &task.task_id, answer).await.unwrap();
+    engine
+        .update(TaskRef::new(&"t".into(), &task.task_id), answer)
+        .await
+        .unwrap();
     let after_retry = store.get(task.key()).await.unwrap().unwrap();
     assert_eq!(after_retry, after_first, "the retry wrote nothing");
     assert!(rx.try_recv().is_err(), "and resumed nothing");
@@ -245,7 +271,7 @@ impl WorkQueue for Backlogged {
 /// A quiet `working` task, last updated `ago` before now, held by a run whose lease
 /// ended a minute ago when `dead_run`.
 async fn quiet_task(store: &MemoryStore, ago: Duration, dead_run: bool) -> TaskRecord {
-    let mut task = TaskRecord::new("t", new_task_id(), "wait", None, 1000, json!({}));
+    let mut task = TaskRecord::new("t".into(), new_task_id(), "wait", None, 1000, json!({}));
     task.last_updated_at_ms = now_ms() - ago.as_millis() as u64;
     if dead_run {
         task.lease = Some(crate::task::Lease {

@@ -9,12 +9,13 @@ use super::{McpService, Reply};
 use crate::auth::{AuthFailure, challenge};
 use crate::metrics::{self, name as metric};
 use crate::protocol::McpError;
+use crate::tenant::Tenant;
 
 /// A request that passed [`McpService::admit`]: the caller is known, the body not read yet.
 #[derive(Debug)]
 #[must_use]
 pub struct Admitted {
-    pub(super) tenant: String,
+    pub(super) tenant: Tenant,
     /// When the caller's bearer token expires, in seconds since the Unix epoch (`None`: auth
     /// is off). An answer streamed to this caller ends then.
     pub(super) expires_at: Option<u64>,
@@ -22,7 +23,7 @@ pub struct Admitted {
 
 impl Admitted {
     /// The caller's tenant.
-    pub fn tenant(&self) -> &str {
+    pub fn tenant(&self) -> &Tenant {
         &self.tenant
     }
 }

@@ -7,6 +7,8 @@ use super::*;
 use crate::protocol::method;
 use crate::protocol::request::CallToolParams;
 
+use crate::tenant::Tenant;
+
 mod inline;
 #[cfg(test)]
 mod tests;
@@ -15,7 +17,7 @@ mod tests;
 /// hand, owned once the run moves to its own task).
 pub(super) struct InlineRun<S> {
     pub(super) tool: Arc<dyn Tool>,
-    pub(super) tenant: S,
+    pub(super) tenant: Tenant,
     pub(super) name: S,
     pub(super) arguments: Value,
 }
@@ -34,7 +36,7 @@ impl McpService {
         id: &Value,
         p: CallToolParams,
         headers: &HeaderMap,
-        tenant: &str,
+        tenant: &Tenant,
         meta: RequestMeta,
         delivery: Delivery,
     ) -> Result<Reply, McpError> {
@@ -124,7 +126,7 @@ impl McpService {
         }
         let run = InlineRun {
             tool,
-            tenant,
+            tenant: tenant.clone(),
             name,
             arguments: arguments.clone(),
         };
@@ -182,10 +184,10 @@ impl McpService {
             }
         };
         let ctx = make_ctx(sink);
-        let run_tenant = run.tenant;
+        let run_tenant = run.tenant.clone();
         let run = InlineRun {
             tool: run.tool,
-            tenant: run.tenant.to_owned(),
+            tenant: run.tenant,
             name: run.name.to_owned(),
             arguments: run.arguments,
         };
@@ -226,7 +228,7 @@ impl McpService {
         // A long answer holds a stream place of its tenant until it ends; without one the
         // run stops here (dropping `final_rx` cancels it).
         let slot = match plan.commit_after {
-            Some(_) => match self.streams.take(run_tenant, plan.budget).await {
+            Some(_) => match self.streams.take(&run_tenant, plan.budget).await {
                 Ok(slot) => Some(slot),
                 Err(e) => return Err(CallOutcome::Error(e)),
             },
@@ -295,7 +297,7 @@ impl McpService {
     /// Admits (tenant quotas) and creates a task, for both lanes.
     pub(super) async fn create(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         name: &str,
         arguments: &Value,
         checkpoint: Value,
@@ -333,13 +335,13 @@ impl McpService {
     pub(super) fn open_state(
         &self,
         sealed: &str,
-        tenant: &str,
+        tenant: &Tenant,
         tool: &str,
         arguments: &Value,
     ) -> Result<RoundState, McpError> {
         match self.sealer.open(sealed) {
             Some(s)
-                if s.tenant == tenant
+                if s.tenant == tenant.as_str()
                     && s.tool == tool
                     && s.args == args_digest(arguments)
                     && now_ms().saturating_sub(s.issued_at_ms) <= MAX_STATE_AGE_MS =>
@@ -355,14 +357,14 @@ impl McpService {
     /// An `InputRequiredResult`, with everything the next round needs sealed in `requestState`.
     pub(super) fn input_required(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         tool: &str,
         arguments: &Value,
         ctx: &JobContext,
         requests: Map<String, Value>,
     ) -> CallOutcome {
         let state = RoundState {
-            tenant: tenant.to_owned(),
+            tenant: tenant.to_string(),
             tool: tool.to_owned(),
             args: args_digest(arguments),
             checkpoint: ctx.raw_checkpoint().clone(),

@@ -40,7 +40,9 @@ use crate::protocol::request::{
     InitializeParams, LEGACY_VERSIONS, LegacyCallParams, LegacyRequest, Params,
 };
 use crate::protocol::{McpError, Method, failure, success};
+use crate::task::TaskRef;
 use crate::task::{TaskRecord, TaskStatus};
+use crate::tenant::Tenant;
 use crate::tools::{Policy, Preflight};
 
 /// `_meta` key that ties a `tasks/result` answer to its task (2025-11-25).
@@ -92,7 +94,7 @@ impl McpService {
         id: &Value,
         method: &str,
         params: Params,
-        tenant: &str,
+        tenant: &Tenant,
         delivery: super::Delivery,
     ) -> Reply {
         match self
@@ -115,7 +117,7 @@ impl McpService {
         id: &Value,
         method: &str,
         params: Params,
-        tenant: &str,
+        tenant: &Tenant,
         delivery: super::Delivery,
     ) -> Result<Answer, McpError> {
         let request = LegacyRequest::decode(method, params)?;
@@ -133,13 +135,20 @@ impl McpService {
                 self.legacy_tools_list()
             }
             LegacyRequest::ToolsCall(p) => return self.legacy_call(id, p, tenant, delivery).await,
-            LegacyRequest::TasksGet(p) => legacy_task(&self.engine.get(tenant, &p.task_id?).await?),
+            LegacyRequest::TasksGet(p) => {
+                legacy_task(&self.engine.get(TaskRef::new(tenant, &p.task_id?)).await?)
+            }
             LegacyRequest::TasksCancel(p) => {
                 let id = p.task_id?;
                 // 2025-11-25: the task is `cancelled` before the answer (a running job stops
                 // at its next check, within about half a second, and writes nothing more); a
                 // task that had already ended — also in a race with this call — is -32602.
-                legacy_task(&self.engine.cancel_at_once(tenant, &id).await?)
+                legacy_task(
+                    &self
+                        .engine
+                        .cancel_at_once(TaskRef::new(tenant, &id))
+                        .await?,
+                )
             }
             LegacyRequest::TasksResult(p) => self.legacy_result(p.task_id?, tenant).await?,
             LegacyRequest::TasksList(p) => self.legacy_list(p.cursor?, tenant).await?,
@@ -203,7 +212,7 @@ impl McpService {
         self: &Arc<Self>,
         id: &Value,
         p: LegacyCallParams,
-        tenant: &str,
+        tenant: &Tenant,
         delivery: super::Delivery,
     ) -> Result<Answer, McpError> {
         let name = p.name?;
@@ -274,8 +283,8 @@ impl McpService {
             (_, false) if plan.stream => {
                 let run = super::InlineRun {
                     tool,
-                    tenant,
-                    name: &name,
+                    tenant: tenant.clone(),
+                    name: name.as_str(),
                     arguments: arguments.clone(),
                 };
                 let finished = name.clone();
@@ -293,7 +302,7 @@ impl McpService {
                 let ctx = make_ctx(ProgressSink::latest_only());
                 let run = super::InlineRun {
                     tool,
-                    tenant,
+                    tenant: tenant.clone(),
                     name: name.as_str(),
                     arguments: arguments.clone(),
                 };
@@ -327,7 +336,7 @@ impl McpService {
     async fn legacy_result(
         &self,
         id: String,
-        tenant: &str,
+        tenant: &Tenant,
     ) -> Result<Map<String, Value>, McpError> {
         let started = tokio::time::Instant::now();
         let deadline = result_deadline(
@@ -337,7 +346,7 @@ impl McpService {
         );
         let mut gap = std::time::Duration::from_millis(50);
         let task = loop {
-            let task = self.engine.get(tenant, &id).await?;
+            let task = self.engine.get(TaskRef::new(tenant, &id)).await?;
             if task.status.is_terminal() {
                 break task;
             }
@@ -398,7 +407,7 @@ impl McpService {
     async fn legacy_list(
         &self,
         cursor: Option<String>,
-        tenant: &str,
+        tenant: &Tenant,
     ) -> Result<Map<String, Value>, McpError> {
         let after = match cursor {
             None => None,

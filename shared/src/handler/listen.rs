@@ -30,7 +30,9 @@ use crate::protocol::request::ListenParams;
 use crate::protocol::{McpError, RequestMeta, TASKS_EXTENSION, failure, success};
 use crate::quota::RunSlots;
 use crate::store::watch::ChangeFeed;
+use crate::task::TaskRef;
 use crate::task::{TaskRecord, TaskStatus};
+use crate::tenant::Tenant;
 
 pub use crate::protocol::request::MAX_SUBSCRIBED_TASKS;
 
@@ -67,15 +69,15 @@ impl StreamSlots {
 
     /// The tenant's key in `slots`: apart from its running-jobs record (tenant names never
     /// hold control characters).
-    fn key(tenant: &str) -> String {
-        format!("{tenant}\u{1f}streams")
+    fn key(tenant: &Tenant) -> Tenant {
+        Tenant::from(format!("{tenant}\u{1f}streams"))
     }
 
     /// Takes a place for a stream of `tenant` that lasts at most `budget`; `Err` when the
     /// tenant already has its maximum open, or the record could not be written.
     pub(super) async fn take(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         budget: Duration,
     ) -> Result<StreamSlot, McpError> {
         let mut owner = [0u8; 12];
@@ -109,7 +111,7 @@ impl StreamSlots {
 /// One open stream's place ([`StreamSlots::take`]).
 pub(super) struct StreamSlot {
     slots: Arc<dyn RunSlots>,
-    tenant: String,
+    tenant: Tenant,
     owner: String,
 }
 
@@ -138,7 +140,7 @@ impl McpService {
         id: &Value,
         p: ListenParams,
         meta: &RequestMeta,
-        tenant: &str,
+        tenant: &Tenant,
         delivery: Delivery,
     ) -> Result<Reply, McpError> {
         let requested = match p.notifications?.task_ids {
@@ -163,7 +165,7 @@ impl McpService {
         let mut agreed = Vec::new();
         if let (Some(ids), Some(_)) = (&requested, budget) {
             for id in ids {
-                match self.engine.get(tenant, id).await {
+                match self.engine.get(TaskRef::new(tenant, id)).await {
                     Ok(_) => agreed.push(id.clone()),
                     Err(e @ EngineError::Internal) => return Err(e.into()),
                     // Unknown, expired, or another tenant's: not agreed, and nothing said.
@@ -223,7 +225,7 @@ impl McpService {
 /// One open subscription.
 struct Subscription {
     service: Arc<McpService>,
-    tenant: String,
+    tenant: Tenant,
     sub_meta: Value,
     /// Agreed tasks not yet seen terminal, with what was last sent of each.
     pending: Vec<(String, Option<Seen>)>,
@@ -286,7 +288,12 @@ impl Subscription {
         let mut i = 0;
         while i < self.pending.len() {
             let id = self.pending[i].0.clone();
-            match self.service.engine.get(&self.tenant, &id).await {
+            match self
+                .service
+                .engine
+                .get(TaskRef::new(&self.tenant, &id))
+                .await
+            {
                 Ok(task) => {
                     let now = seen(&task);
                     let done = task.status.is_terminal();

@@ -35,6 +35,8 @@ use crate::protocol::state::{RoundState, StateSealer, args_digest};
 use crate::protocol::{
     McpError, RequestMeta, SUPPORTED_VERSIONS, TASKS_EXTENSION, failure, result_meta, success,
 };
+use crate::task::TaskRef;
+use crate::tenant::Tenant;
 use crate::tools::{Policy, Preflight, Registry, Tool};
 
 mod admit;
@@ -101,7 +103,7 @@ pub struct ServiceConfig {
     /// gateway that already checks them).
     pub allowed_hosts: Vec<String>,
     /// Tenant of every request until authentication lands.
-    pub tenant: String,
+    pub tenant: Tenant,
     /// `server/discover` and `tools/list` freshness hint.
     pub list_ttl_ms: u64,
     /// Serve `tasks/*` only (the tasks Lambda function, which gateway routing rules reach by
@@ -353,7 +355,7 @@ impl McpService {
         method: &str,
         params: Params,
         headers: &HeaderMap,
-        tenant: &str,
+        tenant: &Tenant,
         delivery: Delivery,
     ) -> Result<Reply, McpError> {
         let (request, meta) = McpRequest::decode(method, params)?;
@@ -386,7 +388,7 @@ impl McpService {
             McpRequest::SubscriptionsListen(p) => self.listen(id, p, &meta, tenant, delivery).await,
             McpRequest::TasksGet(p) => {
                 let task_id = task_id(method, &meta, p.task_id, headers)?;
-                let task = self.engine.get(tenant, &task_id).await?;
+                let task = self.engine.get(TaskRef::new(tenant, &task_id)).await?;
                 // Written straight from the record (the most repeated request).
                 let answer = crate::task::GetAnswer {
                     id,
@@ -403,12 +405,14 @@ impl McpService {
             McpRequest::TasksUpdate(p) => {
                 let task_id = task_id(method, &meta, p.task_id, headers)?;
                 let responses = p.input_responses?;
-                self.engine.update(tenant, &task_id, &responses).await?;
+                self.engine
+                    .update(TaskRef::new(tenant, &task_id), &responses)
+                    .await?;
                 ok(finish(Map::new(), "complete", &self.meta))
             }
             McpRequest::TasksCancel(p) => {
                 let task_id = task_id(method, &meta, p.task_id, headers)?;
-                self.engine.cancel(tenant, &task_id).await?;
+                self.engine.cancel(TaskRef::new(tenant, &task_id)).await?;
                 ok(finish(Map::new(), "complete", &self.meta))
             }
         }

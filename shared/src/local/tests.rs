@@ -1,6 +1,7 @@
 use super::*;
 use crate::engine::TaskSettings;
 use crate::store::memory::MemoryStore;
+use crate::task::TaskRef;
 
 #[tokio::test]
 async fn a_task_waiting_for_a_place_is_queued_once_however_often_it_is_sent() {
@@ -17,7 +18,7 @@ async fn a_task_waiting_for_a_place_is_queued_once_however_often_it_is_sent() {
     ));
     // One place, held: everything sent waits.
     let gate = FairGate::new(1, 1);
-    let held = gate.acquire("someone-else").await;
+    let held = gate.acquire(&"someone-else".into()).await;
     let (_stop_tx, stop) = watch::channel(false);
     tokio::spawn(run_worker_pool(
         worker,
@@ -28,7 +29,7 @@ async fn a_task_waiting_for_a_place_is_queued_once_however_often_it_is_sent() {
     ));
     let task = engine
         .create_task(
-            "t",
+            &"t".into(),
             "wait",
             serde_json::json!({"seconds": 0}),
             serde_json::Value::Null,
@@ -41,12 +42,16 @@ async fn a_task_waiting_for_a_place_is_queued_once_however_often_it_is_sent() {
         engine.sweep(Duration::ZERO).await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(gate.waiting("t"), 1, "one waiter, not one per message");
+    assert_eq!(
+        gate.waiting(&"t".into()),
+        1,
+        "one waiter, not one per message"
+    );
     drop(held);
     // It runs once its turn comes.
     for _ in 0..100 {
         if engine
-            .get("t", &task.task_id)
+            .get(TaskRef::new(&"t".into(), &task.task_id))
             .await
             .unwrap()
             .status

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::{FairGate, GatePermit, RunSlots};
 use crate::store::StoreError;
+use crate::tenant::Tenant;
 
 /// Where a host's running places are counted.
 #[derive(Clone, Default)]
@@ -38,7 +39,7 @@ impl RunningPlaces {
     /// `within` from now; `Ok(None)` when none came free in time.
     pub async fn take(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         within: Duration,
     ) -> Result<Option<RunningPlace>, StoreError> {
         match self {
@@ -60,7 +61,7 @@ impl RunningPlaces {
                     if slots.take(tenant, &owner, *max, lapse).await? {
                         return Ok(Some(RunningPlace(Held::Slot(Slot {
                             slots: slots.clone(),
-                            tenant: tenant.to_owned(),
+                            tenant: tenant.clone(),
                             owner,
                         }))));
                     }
@@ -100,7 +101,7 @@ enum Held {
 
 struct Slot {
     slots: Arc<dyn RunSlots>,
-    tenant: String,
+    tenant: Tenant,
     owner: String,
 }
 

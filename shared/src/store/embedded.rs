@@ -39,6 +39,7 @@ use super::{
     split_key, tenant_prefix,
 };
 use crate::task::TaskRecord;
+use crate::tenant::Tenant;
 
 const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
 const ARGUMENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("arguments");
@@ -87,7 +88,7 @@ impl Op {
     /// The composite key the operation writes.
     fn key(&self) -> String {
         match self {
-            Op::Create(t, ..) | Op::Update(t, _) => key(&t.tenant, &t.task_id),
+            Op::Create(t, ..) | Op::Update(t, _) => key(t.key()),
             Op::Delete(k) => k.clone(),
         }
     }
@@ -194,7 +195,7 @@ impl EmbeddedStore {
         // logged with its key (never its content) and read as absent — "unknown task" to a
         // client, skipped by the sweep — never trusted or answered with -32603.
         let record = match decode(bytes) {
-            Ok(t) if key(&t.tenant, &t.task_id) == k => t,
+            Ok(t) if key(t.key()) == k => t,
             Ok(_) => {
                 tracing::error!(key = k, "embedded.record_key_mismatch");
                 return Ok(None);
@@ -227,16 +228,13 @@ impl TaskStore for EmbeddedStore {
     }
 
     async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
-        self.read_one(&key(id.tenant, id.task_id))
+        self.read_one(&key(id))
     }
 
     async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
         let txn = self.inner.db.begin_read().map_err(backend)?;
         let table = txn.open_table(ARGUMENTS).map_err(backend)?;
-        match table
-            .get(key(id.tenant, id.task_id).as_str())
-            .map_err(backend)?
-        {
+        match table.get(key(id).as_str()).map_err(backend)? {
             Some(v) => serde_json::from_slice(v.value()).map(Some).map_err(backend),
             None => Ok(None),
         }
@@ -278,7 +276,7 @@ impl TaskStore for EmbeddedStore {
 
     async fn list_tenant_active(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<TaskRecord>, StoreError> {
@@ -289,7 +287,7 @@ impl TaskStore for EmbeddedStore {
         let active = txn.open_table(ACTIVE).map_err(backend)?;
         let tasks = txn.open_table(TASKS).map_err(backend)?;
         let prefix = tenant_prefix(tenant);
-        let after = after.map(|a| key(tenant, a));
+        let after = after.map(|a| key(TaskRef::new(tenant, a)));
         let start = match &after {
             Some(a) => Bound::Excluded(a.as_str()),
             None => Bound::Included(prefix.as_str()),
@@ -311,7 +309,7 @@ impl TaskStore for EmbeddedStore {
                 continue;
             };
             match decode(bytes.value()) {
-                Ok(t) if t.tenant == tenant && !t.status.is_terminal() => out.push(t),
+                Ok(t) if t.tenant == *tenant && !t.status.is_terminal() => out.push(t),
                 Ok(_) => {}
                 // One unreadable record must not hide the tenant's others (`get` reports it).
                 Err(e) => tracing::warn!(error = %e, "skipping an undecodable task record"),
@@ -320,7 +318,11 @@ impl TaskStore for EmbeddedStore {
         Ok(out)
     }
 
-    async fn count_tenant_active(&self, tenant: &str, at_most: usize) -> Result<usize, StoreError> {
+    async fn count_tenant_active(
+        &self,
+        tenant: &Tenant,
+        at_most: usize,
+    ) -> Result<usize, StoreError> {
         // The tenant's keys in the `active` table, no record read.
         let txn = self.inner.db.begin_read().map_err(backend)?;
         let active = txn.open_table(ACTIVE).map_err(backend)?;
@@ -352,9 +354,7 @@ impl TaskStore for EmbeddedStore {
     }
 
     async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError> {
-        self.write(Op::Delete(key(id.tenant, id.task_id)))
-            .await
-            .map(|_| ())
+        self.write(Op::Delete(key(id))).await.map(|_| ())
     }
 }
 

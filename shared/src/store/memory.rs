@@ -11,6 +11,7 @@ use super::{
     tenant_prefix,
 };
 use crate::task::TaskRecord;
+use crate::tenant::Tenant;
 
 /// Records (and each task's arguments beside its record) in a map behind a mutex; the lock is
 /// never held across an await.
@@ -38,18 +39,18 @@ impl MemoryStore {
 
     /// Loses a task's arguments but keeps its record (for tests of what a worker does then).
     #[cfg(test)]
-    pub(crate) fn lose_arguments(&self, tenant: &str, task_id: &str) {
-        self.args().remove(&key(tenant, task_id));
+    pub(crate) fn lose_arguments(&self, id: TaskRef<'_>) {
+        self.args().remove(&key(id));
     }
 }
 
 /// The places `tenant` holds: its non-terminal tasks (one contiguous range of keys).
-fn held(items: &BTreeMap<String, TaskRecord>, tenant: &str) -> usize {
+fn held(items: &BTreeMap<String, TaskRecord>, tenant: &Tenant) -> usize {
     let prefix = tenant_prefix(tenant);
     items
         .range(prefix.clone()..)
         .take_while(|(k, _)| k.starts_with(&prefix))
-        .filter(|(_, t)| t.tenant == tenant && !t.status.is_terminal())
+        .filter(|(_, t)| t.tenant == *tenant && !t.status.is_terminal())
         .count()
 }
 
@@ -66,7 +67,7 @@ impl TaskStore for MemoryStore {
         // Lock order: records, then arguments (as in `delete`). The places are counted and the
         // task stored under one lock: nothing can come between.
         let mut items = self.items();
-        let k = key(&task.tenant, &task.task_id);
+        let k = key(task.key());
         if items.contains_key(&k) {
             return Err(StoreError::Conflict);
         }
@@ -79,17 +80,17 @@ impl TaskStore for MemoryStore {
     }
 
     async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
-        Ok(self.items().get(&key(id.tenant, id.task_id)).cloned())
+        Ok(self.items().get(&key(id)).cloned())
     }
 
     async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
-        Ok(self.args().get(&key(id.tenant, id.task_id)).cloned())
+        Ok(self.args().get(&key(id)).cloned())
     }
 
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
         encode(task)?;
         let mut items = self.items();
-        let k = key(&task.tenant, &task.task_id);
+        let k = key(task.key());
         match items.get(&k) {
             Some(stored) if stored.version == task.version && !stored.status.is_terminal() => {
                 let mut next = task.clone();
@@ -123,7 +124,7 @@ impl TaskStore for MemoryStore {
 
     async fn list_tenant_active(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<TaskRecord>, StoreError> {
@@ -131,7 +132,7 @@ impl TaskStore for MemoryStore {
         // The tenant's keys are one contiguous range (its prefix), in task-id order.
         let prefix = tenant_prefix(tenant);
         let start = match after {
-            Some(a) => Bound::Excluded(key(tenant, a)),
+            Some(a) => Bound::Excluded(key(TaskRef::new(tenant, a))),
             None => Bound::Included(prefix.clone()),
         };
         Ok(self
@@ -139,7 +140,7 @@ impl TaskStore for MemoryStore {
             .range((start, Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(&prefix))
             .map(|(_, t)| t)
-            .filter(|t| t.tenant == tenant && !t.status.is_terminal())
+            .filter(|t| t.tenant == *tenant && !t.status.is_terminal())
             .take(limit)
             .cloned()
             .collect())
@@ -156,7 +157,7 @@ impl TaskStore for MemoryStore {
     }
 
     async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError> {
-        let k = key(id.tenant, id.task_id);
+        let k = key(id);
         let mut items = self.items();
         items.remove(&k);
         self.args().remove(&k);

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::{QuietPage, StoreError, TaskKey, TaskRef, TaskStore};
 use crate::metrics::{self, name};
 use crate::task::TaskRecord;
+use crate::tenant::Tenant;
 
 /// `S`, counted.
 pub struct Metered<S>(pub S);
@@ -76,13 +77,17 @@ impl<S: TaskStore> TaskStore for Metered<S> {
     }
     async fn list_tenant_active(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<TaskRecord>, StoreError> {
         self.0.list_tenant_active(tenant, after, limit).await
     }
-    async fn count_tenant_active(&self, tenant: &str, at_most: usize) -> Result<usize, StoreError> {
+    async fn count_tenant_active(
+        &self,
+        tenant: &Tenant,
+        at_most: usize,
+    ) -> Result<usize, StoreError> {
         self.0.count_tenant_active(tenant, at_most).await
     }
     async fn list_quiet(

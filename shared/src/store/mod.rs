@@ -15,6 +15,10 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::task::TaskRecord;
+use crate::tenant::Tenant;
+
+/// A task's identity lives with the task ([`crate::task`]); the store's calls take it.
+pub use crate::task::{TaskKey, TaskRef};
 
 /// The store contract (in this crate's tests and with feature `contracts` only).
 #[cfg(any(test, feature = "contracts"))]
@@ -63,46 +67,6 @@ impl StoreError {
         StoreError::Backend {
             message: message.into(),
             source: Some(source.into()),
-        }
-    }
-}
-
-/// A task's key, as listed for recovery and sweeps.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TaskKey {
-    /// Owner tenant.
-    pub tenant: String,
-    /// Task id.
-    pub task_id: String,
-}
-
-impl TaskKey {
-    /// The key borrowed, as the store's calls take it.
-    pub fn borrowed(&self) -> TaskRef<'_> {
-        TaskRef {
-            tenant: &self.tenant,
-            task_id: &self.task_id,
-        }
-    }
-}
-
-/// A task's identity borrowed from wherever it is held (a request, a [`TaskRecord`], a
-/// [`WorkMessage`](crate::queue::WorkMessage), a [`TaskKey`]): what the store's calls on one
-/// task take, so reading a task allocates no key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TaskRef<'a> {
-    /// Owner tenant.
-    pub tenant: &'a str,
-    /// Task id.
-    pub task_id: &'a str,
-}
-
-impl TaskRef<'_> {
-    /// The identity as an owned [`TaskKey`].
-    pub fn to_key(self) -> TaskKey {
-        TaskKey {
-            tenant: self.tenant.to_owned(),
-            task_id: self.task_id.to_owned(),
         }
     }
 }
@@ -234,7 +198,7 @@ pub trait TaskStore: Send + Sync + 'static {
     /// by the tenant.
     async fn list_tenant_active(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<TaskRecord>, StoreError> {
@@ -247,7 +211,7 @@ pub trait TaskStore: Send + Sync + 'static {
             cursor = page.last().cloned();
             ids.extend(
                 page.into_iter()
-                    .filter(|k| k.tenant == tenant && after.is_none_or(|a| k.task_id.as_str() > a))
+                    .filter(|k| k.tenant == *tenant && after.is_none_or(|a| k.task_id.as_str() > a))
                     .map(|k| k.task_id),
             );
             if done {
@@ -261,13 +225,7 @@ pub trait TaskStore: Send + Sync + 'static {
             if out.len() >= limit {
                 break;
             }
-            match self
-                .get(TaskRef {
-                    tenant,
-                    task_id: &id,
-                })
-                .await?
-            {
+            match self.get(TaskRef::new(tenant, &id)).await? {
                 Some(t) if !t.status.is_terminal() => out.push(t),
                 _ => {}
             }
@@ -280,7 +238,11 @@ pub trait TaskStore: Send + Sync + 'static {
     ///
     /// The default pages through [`list_tenant_active`](Self::list_tenant_active); the adapters
     /// count index entries without reading records.
-    async fn count_tenant_active(&self, tenant: &str, at_most: usize) -> Result<usize, StoreError> {
+    async fn count_tenant_active(
+        &self,
+        tenant: &Tenant,
+        at_most: usize,
+    ) -> Result<usize, StoreError> {
         const PAGE: usize = 1000;
         let mut n = 0;
         let mut after: Option<String> = None;
@@ -309,19 +271,10 @@ pub trait TaskStore: Send + Sync + 'static {
         after: Option<&str>,
         limit: usize,
     ) -> Result<QuietPage, StoreError> {
-        let after = after.and_then(|a| {
-            let (tenant, task_id) = a.split_once('\u{1f}')?;
-            Some(TaskKey {
-                tenant: tenant.to_owned(),
-                task_id: task_id.to_owned(),
-            })
-        });
+        let after = after.and_then(split_key);
         let keys = self.list_active(after.as_ref(), limit).await?;
         let mut page = QuietPage {
-            next: keys
-                .last()
-                .filter(|_| keys.len() >= limit)
-                .map(|k| key(&k.tenant, &k.task_id)),
+            next: keys.last().filter(|_| keys.len() >= limit).map(key_of),
             ..QuietPage::default()
         };
         for k in keys {
@@ -380,75 +333,27 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<TaskRecord, StoreError> {
 
 /// The one composite key every local adapter uses: the tenant is part of it, so a lookup can
 /// only find the caller's own tasks.
-pub(crate) fn key(tenant: &str, task_id: &str) -> String {
-    format!("{tenant}\u{1f}{task_id}")
+pub(crate) fn key(id: TaskRef<'_>) -> String {
+    format!("{}\u{1f}{}", id.tenant, id.task_id)
 }
 
 /// The start of every composite key of `tenant`'s tasks. Tenants never contain control
 /// characters (the authenticator refuses them), so no other tenant's keys share it; the local
 /// adapters still compare each listed record's tenant exactly.
-pub(crate) fn tenant_prefix(tenant: &str) -> String {
-    key(tenant, "")
+pub(crate) fn tenant_prefix(tenant: &Tenant) -> String {
+    key(TaskRef::new(tenant, ""))
 }
 
 /// The composite key of a [`TaskKey`].
 pub(crate) fn key_of(k: &TaskKey) -> String {
-    key(&k.tenant, &k.task_id)
+    key(k.borrowed())
 }
 
 /// Inverse of [`key`].
 pub(crate) fn split_key(k: &str) -> Option<TaskKey> {
     let (tenant, task_id) = k.split_once('\u{1f}')?;
-    Some(TaskKey {
-        tenant: tenant.to_owned(),
-        task_id: task_id.to_owned(),
-    })
+    Some(TaskKey::new(Tenant::new(tenant), task_id))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::memory::MemoryStore;
-
-    /// A wrapper that overrides nothing optional: it gets the default tenant listing.
-    struct Wrapped(MemoryStore);
-
-    #[async_trait]
-    impl TaskStore for Wrapped {
-        async fn create_within(
-            &self,
-            task: &TaskRecord,
-            args: &Value,
-            max: usize,
-        ) -> Result<bool, StoreError> {
-            self.0.create_within(task, args, max).await
-        }
-        async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
-            self.0.get(id).await
-        }
-        async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
-            self.0.arguments(id).await
-        }
-        async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
-            self.0.update(task).await
-        }
-        async fn list_active(
-            &self,
-            after: Option<&TaskKey>,
-            limit: usize,
-        ) -> Result<Vec<TaskKey>, StoreError> {
-            self.0.list_active(after, limit).await
-        }
-        async fn list_expired(&self, now: u64, limit: usize) -> Result<Vec<TaskKey>, StoreError> {
-            self.0.list_expired(now, limit).await
-        }
-        async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError> {
-            self.0.delete(id).await
-        }
-    }
-
-    #[tokio::test]
-    async fn the_default_tenant_listing_passes_the_contract() {
-        contract::run_all(|| async { Wrapped(MemoryStore::new()) }).await;
-    }
-}
+mod tests;

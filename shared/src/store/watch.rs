@@ -23,6 +23,7 @@ use tokio::sync::Notify;
 
 use super::{QuietPage, StoreError, TaskKey, TaskRef, TaskStore};
 use crate::task::TaskRecord;
+use crate::tenant::Tenant;
 
 /// Where a subscription's wake-ups come from.
 #[derive(Clone)]
@@ -42,7 +43,7 @@ impl std::fmt::Debug for ChangeFeed {
     }
 }
 
-type Key = (String, String);
+type Key = (Tenant, String);
 
 /// Who watches which task: each subscription registers one [`Notify`] under each of its
 /// task keys, for as long as it holds the [`Watch`].
@@ -53,11 +54,8 @@ pub struct Watchers {
 
 impl Watchers {
     /// Registers `wake` for `tenant`'s tasks `ids` until the returned guard is dropped.
-    pub fn watch(self: &Arc<Self>, tenant: &str, ids: &[String], wake: &Arc<Notify>) -> Watch {
-        let keys: Vec<Key> = ids
-            .iter()
-            .map(|id| (tenant.to_owned(), id.clone()))
-            .collect();
+    pub fn watch(self: &Arc<Self>, tenant: &Tenant, ids: &[String], wake: &Arc<Notify>) -> Watch {
+        let keys: Vec<Key> = ids.iter().map(|id| (tenant.clone(), id.clone())).collect();
         let mut map = self.by_task.lock().unwrap_or_else(|p| p.into_inner());
         for k in &keys {
             map.entry(k.clone()).or_default().push(Arc::downgrade(wake));
@@ -69,11 +67,11 @@ impl Watchers {
         }
     }
 
-    /// Wakes every watcher of `tenant`'s task `id`.
-    pub fn changed(&self, tenant: &str, id: &str) {
+    /// Wakes every watcher of the task `id`.
+    pub fn changed(&self, id: TaskRef<'_>) {
         let map = self.by_task.lock().unwrap_or_else(|p| p.into_inner());
-        // The common case — nobody watches — costs one hash lookup (with two small copies).
-        if let Some(list) = map.get(&(tenant.to_owned(), id.to_owned())) {
+        // The common case — nobody watches — costs one hash lookup (with one small copy).
+        if let Some(list) = map.get(&(id.tenant.clone(), id.task_id.to_owned())) {
             for w in list.iter().filter_map(Weak::upgrade) {
                 w.notify_one();
             }
@@ -137,7 +135,7 @@ impl<S: TaskStore> TaskStore for Watched<S> {
             .create_within(task, arguments, max_active)
             .await?;
         if created {
-            self.watchers.changed(&task.tenant, &task.task_id);
+            self.watchers.changed(task.key());
         }
         Ok(created)
     }
@@ -149,7 +147,7 @@ impl<S: TaskStore> TaskStore for Watched<S> {
     }
     async fn update(&self, task: &TaskRecord) -> Result<u64, StoreError> {
         let version = self.inner.update(task).await?;
-        self.watchers.changed(&task.tenant, &task.task_id);
+        self.watchers.changed(task.key());
         Ok(version)
     }
     async fn list_active(
@@ -161,13 +159,17 @@ impl<S: TaskStore> TaskStore for Watched<S> {
     }
     async fn list_tenant_active(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<TaskRecord>, StoreError> {
         self.inner.list_tenant_active(tenant, after, limit).await
     }
-    async fn count_tenant_active(&self, tenant: &str, at_most: usize) -> Result<usize, StoreError> {
+    async fn count_tenant_active(
+        &self,
+        tenant: &Tenant,
+        at_most: usize,
+    ) -> Result<usize, StoreError> {
         self.inner.count_tenant_active(tenant, at_most).await
     }
     async fn list_quiet(
@@ -189,7 +191,7 @@ impl<S: TaskStore> TaskStore for Watched<S> {
     }
     async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError> {
         self.inner.delete(id).await?;
-        self.watchers.changed(id.tenant, id.task_id);
+        self.watchers.changed(id);
         Ok(())
     }
 }
@@ -200,7 +202,14 @@ mod tests {
     use crate::store::memory::MemoryStore;
 
     fn record(tenant: &str, id: &str) -> TaskRecord {
-        TaskRecord::new(tenant, id.into(), "wait", Some(60_000), 1000, Value::Null)
+        TaskRecord::new(
+            tenant.into(),
+            id.into(),
+            "wait",
+            Some(60_000),
+            1000,
+            Value::Null,
+        )
     }
 
     #[tokio::test]
@@ -208,8 +217,8 @@ mod tests {
         let watchers = Arc::new(Watchers::default());
         let store = Watched::new(MemoryStore::new(), watchers.clone());
         let (mine, other) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-        let _a = watchers.watch("acme", &["t1".into()], &mine);
-        let _b = watchers.watch("globex", &["t1".into()], &other);
+        let _a = watchers.watch(&"acme".into(), &["t1".into()], &mine);
+        let _b = watchers.watch(&"globex".into(), &["t1".into()], &other);
         store
             .create(&record("acme", "t1"), &Value::Null)
             .await
@@ -230,14 +239,14 @@ mod tests {
     async fn dropping_a_watch_unregisters_it() {
         let watchers = Arc::new(Watchers::default());
         let wake = Arc::new(Notify::new());
-        let w = watchers.watch("acme", &["t1".into(), "t2".into()], &wake);
+        let w = watchers.watch(&"acme".into(), &["t1".into(), "t2".into()], &wake);
         let other = Arc::new(Notify::new());
-        let w2 = watchers.watch("acme", &["t1".into()], &other);
+        let w2 = watchers.watch(&"acme".into(), &["t1".into()], &other);
         assert_eq!(watchers.watched(), 2);
         drop(w);
         assert_eq!(watchers.watched(), 1, "t1 is still watched by the second");
         drop(w2);
         assert_eq!(watchers.watched(), 0);
-        watchers.changed("acme", "t1");
+        watchers.changed(TaskRef::new(&"acme".into(), "t1"));
     }
 }

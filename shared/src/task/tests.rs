@@ -2,7 +2,14 @@ use super::*;
 use serde_json::json;
 
 fn record() -> TaskRecord {
-    TaskRecord::new("t", new_task_id(), "tool", Some(60_000), 1000, json!({}))
+    TaskRecord::new(
+        "t".into(),
+        new_task_id(),
+        "tool",
+        Some(60_000),
+        1000,
+        json!({}),
+    )
 }
 
 /// The direct writer gives byte for byte what the tree did, in every state.

@@ -1,6 +1,6 @@
 //! How a run ends: finished, failed, interrupted, handed over or parked.
 
-use super::run::{answer_by, before};
+use super::deadline::{answer_by, before};
 use super::*;
 
 impl Worker {

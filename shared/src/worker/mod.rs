@@ -14,9 +14,9 @@
 //! recovery, or the sweep) resumes from it. Every terminal write is conditional, so a job
 //! completes at most once.
 //!
-//! Where things are: taking the task and its lease in `lease`, the run and its checks and
-//! deadline in `run`, how a run ends (finished, failed, interrupted, handed over, parked) in
-//! `finish`.
+//! Where things are: taking the task and its lease in `lease`, the run and its checks in `run`,
+//! how a run ends (finished, failed, interrupted, handed over, parked) in `finish`, and the
+//! deadline arithmetic both use in `deadline` (so `run` imports from `finish`, never back).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -36,6 +36,7 @@ use crate::store::{StoreError, TaskStore};
 use crate::task::{Lease, TaskRecord, TaskStatus};
 use crate::tools::{Registry, Tool};
 
+mod deadline;
 mod finish;
 mod lease;
 mod run;

@@ -40,12 +40,18 @@ async fn the_per_tenant_running_guard_passes_its_contract_on_the_table() {
     assert!(store.list_active(None, 100).await.unwrap().is_empty());
     assert!(
         store
-            .list_tenant_active("slots-a", None, 100)
+            .list_tenant_active(&"slots-a".into(), None, 100)
             .await
             .unwrap()
             .is_empty()
     );
-    assert_eq!(store.count_tenant_active("slots-a", 100).await.unwrap(), 0);
+    assert_eq!(
+        store
+            .count_tenant_active(&"slots-a".into(), 100)
+            .await
+            .unwrap(),
+        0
+    );
     assert!(store.list_expired(u64::MAX, 100).await.unwrap().is_empty());
     drop_table(&client, store.table_name()).await;
 }

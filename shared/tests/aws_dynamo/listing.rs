@@ -4,6 +4,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use mcp_tasks_core::aws::dynamo::{self};
 use mcp_tasks_core::store::contract::{args, task};
 use mcp_tasks_core::store::{TaskKey, TaskStore};
+use mcp_tasks_core::task::TaskRef;
 
 use crate::{client, drop_table, fresh_store};
 
@@ -66,7 +67,10 @@ async fn tenant_listing_skips_stale_index_entries_and_keeps_pages_full() {
         client
             .update_item()
             .table_name(store.table_name())
-            .key(dynamo::ATTR_PK, AttributeValue::S(dynamo::pk("t", stale)))
+            .key(
+                dynamo::ATTR_PK,
+                AttributeValue::S(dynamo::pk(TaskRef::new(&"t".into(), stale))),
+            )
             .update_expression("SET #s = :done")
             .expression_attribute_names("#s", "status")
             .expression_attribute_values(":done", AttributeValue::S("completed".into()))
@@ -77,11 +81,16 @@ async fn tenant_listing_skips_stale_index_entries_and_keeps_pages_full() {
     let ids_of = |page: Vec<mcp_tasks_core::task::TaskRecord>| {
         page.into_iter().map(|t| t.task_id).collect::<Vec<_>>()
     };
-    let first = ids_of(store.list_tenant_active("t", None, 2).await.unwrap());
+    let first = ids_of(
+        store
+            .list_tenant_active(&"t".into(), None, 2)
+            .await
+            .unwrap(),
+    );
     assert_eq!(first, vec![ids[1].clone(), ids[3].clone()]);
     let rest = ids_of(
         store
-            .list_tenant_active("t", Some(&ids[3]), 2)
+            .list_tenant_active(&"t".into(), Some(&ids[3]), 2)
             .await
             .unwrap(),
     );

@@ -11,12 +11,14 @@ use mcp_tasks_core::engine::{CreateError, Engine, TaskSettings};
 use mcp_tasks_core::quota::{Limit, Quotas};
 use mcp_tasks_core::store::TaskStore;
 use mcp_tasks_core::store::contract::{args, task};
+use mcp_tasks_core::task::TaskRef;
+use mcp_tasks_core::tenant::Tenant;
 use serde_json::{Value, json};
 
 use crate::{client, drop_table, edit_raw, fresh_store, racing_client};
 
 fn places_key(tenant: &str) -> String {
-    format!("{}#places", dynamo::tenant_prefix(tenant))
+    format!("{}#places", dynamo::tenant_prefix(&Tenant::from(tenant)))
 }
 
 /// 64 `tools/call`s creating tasks at once, one tenant, a quota of 4: how many were stored.
@@ -33,7 +35,12 @@ async fn sixty_four_racing_creations_against_a_quota_of_four_store_four() {
     let counted_first = futures_util::future::join_all((0..64).map(|_| {
         let store = store.clone();
         async move {
-            if store.count_tenant_active("before", 4).await.unwrap() >= 4 {
+            if store
+                .count_tenant_active(&"before".into(), 4)
+                .await
+                .unwrap()
+                >= 4
+            {
                 return false;
             }
             store.create(&task("before", None), &args()).await.unwrap();
@@ -55,9 +62,9 @@ async fn sixty_four_racing_creations_against_a_quota_of_four_store_four() {
     let outcomes = futures_util::future::join_all((0..64).map(|_| {
         let engine = engine.clone();
         async move {
-            engine.admit("racer").await?;
+            engine.admit(&"racer".into()).await?;
             let t = engine
-                .create_task("racer", "wait", json!({}), Value::Null, json!({}))
+                .create_task(&"racer".into(), "wait", json!({}), Value::Null, json!({}))
                 .await?;
             Ok::<_, CreateError>(t)
         }
@@ -68,7 +75,10 @@ async fn sixty_four_racing_creations_against_a_quota_of_four_store_four() {
         .iter()
         .filter(|o| matches!(o, Err(CreateError::Quota(q)) if q.limit == Limit::ActiveTasks))
         .count();
-    let stored = store.count_tenant_active("racer", 1000).await.unwrap();
+    let stored = store
+        .count_tenant_active(&"racer".into(), 1000)
+        .await
+        .unwrap();
     eprintln!(
         "aws_dynamo places: 64 racing creations, quota 4: {created} created, {refused} refused, \
          {stored} stored (reference, counting first: {reference} created)"
@@ -93,7 +103,7 @@ async fn a_place_left_behind_is_given_back_at_the_next_refusal_once_still() {
         .table_name(store.table_name())
         .key(
             dynamo::ATTR_PK,
-            AttributeValue::S(dynamo::pk("leak", &gone.task_id)),
+            AttributeValue::S(dynamo::pk(TaskRef::new(&"leak".into(), &gone.task_id))),
         )
         .send()
         .await

@@ -20,9 +20,13 @@ async fn oversized_records_are_refused_and_store_nothing() {
         matches!(store.create(&huge, &args()).await, Err(StoreError::TooLarge(n)) if n > MAX_RECORD_BYTES)
     );
     assert!(
-        raw_item(&client, store.table_name(), dynamo::pk("a", &huge.task_id))
-            .await
-            .is_none()
+        raw_item(
+            &client,
+            store.table_name(),
+            dynamo::pk(TaskRef::new(&"a".into(), &huge.task_id))
+        )
+        .await
+        .is_none()
     );
 
     let small = task("a", None);
@@ -118,9 +122,13 @@ async fn arguments_live_in_their_own_item_and_record_writes_leave_it_alone() {
     let t = task("big", Some(600_000));
     store.create(&t, &given).await.unwrap();
 
-    let record = raw_item(&client, store.table_name(), dynamo::pk("big", &t.task_id))
-        .await
-        .unwrap();
+    let record = raw_item(
+        &client,
+        store.table_name(),
+        dynamo::pk(TaskRef::new(&"big".into(), &t.task_id)),
+    )
+    .await
+    .unwrap();
     assert!(!record.contains_key("arguments"));
     let record_bytes: usize = record
         .iter()
@@ -131,7 +139,7 @@ async fn arguments_live_in_their_own_item_and_record_writes_leave_it_alone() {
         "the record item is {record_bytes} bytes"
     );
 
-    let key = dynamo::arguments_key("big", &t.task_id);
+    let key = dynamo::arguments_key(TaskRef::new(&"big".into(), &t.task_id));
     let args_item = raw_item(&client, store.table_name(), key.clone())
         .await
         .unwrap();
@@ -168,19 +176,24 @@ async fn arguments_live_in_their_own_item_and_record_writes_leave_it_alone() {
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(
         store
-            .list_tenant_active("big", None, 100)
+            .list_tenant_active(&"big".into(), None, 100)
             .await
             .unwrap()
             .len(),
         1
     );
-    assert_eq!(store.count_tenant_active("big", 100).await.unwrap(), 1);
+    assert_eq!(
+        store.count_tenant_active(&"big".into(), 100).await.unwrap(),
+        1
+    );
     assert_eq!(store.list_expired(u64::MAX, 100).await.unwrap().len(), 2);
-    let as_id = key.strip_prefix(&dynamo::tenant_prefix("big")).unwrap();
+    let as_id = key
+        .strip_prefix(&dynamo::tenant_prefix(&"big".into()))
+        .unwrap();
     assert_eq!(
         store
             .get(TaskRef {
-                tenant: "big",
+                tenant: &"big".into(),
                 task_id: as_id
             })
             .await
@@ -190,7 +203,7 @@ async fn arguments_live_in_their_own_item_and_record_writes_leave_it_alone() {
     assert_eq!(
         store
             .arguments(TaskRef {
-                tenant: "big",
+                tenant: &"big".into(),
                 task_id: as_id
             })
             .await

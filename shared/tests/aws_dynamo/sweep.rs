@@ -4,6 +4,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use mcp_tasks_core::aws::dynamo::{self, DynamoStore};
 use mcp_tasks_core::store::contract::{args, task};
 use mcp_tasks_core::store::{TaskKey, TaskStore};
+use mcp_tasks_core::task::TaskRef;
 use mcp_tasks_core::task::{TaskRecord, TaskStatus};
 
 use crate::{client, drop_table, edit_raw, engine_over, fresh_store, raw_item};
@@ -44,10 +45,10 @@ async fn the_sweep_and_the_purge_go_on_past_items_they_cannot_decode() {
     }
     for t in [&unknown_status, &expired_bad] {
         let paused = Some(AttributeValue::S("paused".into()));
-        let key = dynamo::pk("t", &t.task_id);
+        let key = dynamo::pk(TaskRef::new(&"t".into(), &t.task_id));
         edit_raw(&client, &table, key, "SET #a = :v", "status", paused).await;
     }
-    let key = dynamo::pk("t", &missing_field.task_id);
+    let key = dynamo::pk(TaskRef::new(&"t".into(), &missing_field.task_id));
     edit_raw(&client, &table, key, "REMOVE #a", "version", None).await;
 
     let stats = engine.sweep(std::time::Duration::from_secs(30)).await;
@@ -72,7 +73,10 @@ async fn the_sweep_and_the_purge_go_on_past_items_they_cannot_decode() {
     assert_eq!(requeued, orphans);
 
     for t in [&unknown_status, &missing_field] {
-        let e = engine.get("t", &t.task_id).await.expect_err("unreadable");
+        let e = engine
+            .get(TaskRef::new(&"t".into(), &t.task_id))
+            .await
+            .expect_err("unreadable");
         assert_eq!(
             e,
             mcp_tasks_core::engine::EngineError::NotFound,
@@ -91,7 +95,7 @@ async fn the_sweep_and_the_purge_go_on_past_items_they_cannot_decode() {
         }
     );
     for t in [&expired, &expired_bad] {
-        let key = dynamo::pk("t", &t.task_id);
+        let key = dynamo::pk(TaskRef::new(&"t".into(), &t.task_id));
         assert!(raw_item(&client, &table, key).await.is_none());
     }
     drop_table(&client, &table).await;

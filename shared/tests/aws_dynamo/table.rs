@@ -4,6 +4,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, TimeToLiveStatus};
 use mcp_tasks_core::aws::dynamo::{self, DynamoStore};
 use mcp_tasks_core::store::TaskStore;
 use mcp_tasks_core::store::contract::{args, task};
+use mcp_tasks_core::task::TaskRef;
 use mcp_tasks_core::task::TaskStatus;
 use serde_json::json;
 
@@ -32,9 +33,13 @@ async fn create_table_is_idempotent_and_enables_ttl_in_seconds() {
     let mut t = task("a", Some(90_500));
     t.created_at_ms = 1_700_000_000_123;
     store.create(&t, &args()).await.unwrap();
-    let item = raw_item(&client, store.table_name(), dynamo::pk("a", &t.task_id))
-        .await
-        .unwrap();
+    let item = raw_item(
+        &client,
+        store.table_name(),
+        dynamo::pk(TaskRef::new(&"a".into(), &t.task_id)),
+    )
+    .await
+    .unwrap();
     // 1_700_000_090_623 ms is 1_700_000_090.623 s: DynamoDB gets whole seconds, rounded up so
     // it never deletes a task before the engine considers it expired.
     assert_eq!(item[dynamo::ATTR_TTL].as_n().unwrap(), "1700000091");
@@ -48,7 +53,7 @@ async fn create_table_is_idempotent_and_enables_ttl_in_seconds() {
     let item = raw_item(
         &client,
         store.table_name(),
-        dynamo::pk("a", &forever.task_id),
+        dynamo::pk(TaskRef::new(&"a".into(), &forever.task_id)),
     )
     .await
     .unwrap();
@@ -126,10 +131,7 @@ async fn create_table_adds_the_tenant_index_to_an_older_table_and_backfills_it()
         client
             .update_item()
             .table_name(&name)
-            .key(
-                dynamo::ATTR_PK,
-                AttributeValue::S(dynamo::pk(&t.tenant, &t.task_id)),
-            )
+            .key(dynamo::ATTR_PK, AttributeValue::S(dynamo::pk(t.key())))
             .update_expression("REMOVE #t")
             .expression_attribute_names("#t", dynamo::ATTR_TENANT_ACTIVE)
             .send()
@@ -164,9 +166,7 @@ async fn create_table_adds_the_tenant_index_to_an_older_table_and_backfills_it()
         ]
     );
     for t in &active {
-        let item = raw_item(&client, &name, dynamo::pk(&t.tenant, &t.task_id))
-            .await
-            .unwrap();
+        let item = raw_item(&client, &name, dynamo::pk(t.key())).await.unwrap();
         assert_eq!(
             item[dynamo::ATTR_TENANT_ACTIVE].as_s().unwrap(),
             &dynamo::tenant_prefix(&t.tenant)
@@ -177,14 +177,21 @@ async fn create_table_adds_the_tenant_index_to_an_older_table_and_backfills_it()
             "the backfill bumps no version"
         );
     }
-    let item = raw_item(&client, &name, dynamo::pk("a", &done.task_id))
-        .await
-        .unwrap();
+    let item = raw_item(
+        &client,
+        &name,
+        dynamo::pk(TaskRef::new(&"a".into(), &done.task_id)),
+    )
+    .await
+    .unwrap();
     assert!(
         !item.contains_key(dynamo::ATTR_TENANT_ACTIVE),
         "finished: not backfilled"
     );
-    let listed = store.list_tenant_active("a", None, 10).await.unwrap();
+    let listed = store
+        .list_tenant_active(&"a".into(), None, 10)
+        .await
+        .unwrap();
     let mut want = vec![active[0].task_id.clone(), active[2].task_id.clone()];
     want.sort();
     assert_eq!(
@@ -193,7 +200,7 @@ async fn create_table_adds_the_tenant_index_to_an_older_table_and_backfills_it()
     );
     assert_eq!(
         store
-            .list_tenant_active("a#b", None, 10)
+            .list_tenant_active(&"a#b".into(), None, 10)
             .await
             .unwrap()
             .len(),
@@ -239,21 +246,29 @@ async fn create_table_adds_the_quiet_index_and_backfills_the_working_tasks() {
         .await
         .unwrap();
     for t in [&orphan, &parked] {
-        let key = dynamo::pk("a", &t.task_id);
+        let key = dynamo::pk(TaskRef::new(&"a".into(), &t.task_id));
         edit_raw(&client, &name, key, "REMOVE #a", dynamo::ATTR_QUIET, None).await;
     }
     dynamo::create_table(&client, &name).await.unwrap();
-    let item = raw_item(&client, &name, dynamo::pk("a", &orphan.task_id))
-        .await
-        .unwrap();
+    let item = raw_item(
+        &client,
+        &name,
+        dynamo::pk(TaskRef::new(&"a".into(), &orphan.task_id)),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         item[dynamo::ATTR_QUIET].as_n().unwrap(),
         &orphan.quiet_mark_ms().unwrap().to_string()
     );
     assert_eq!(item["version"].as_n().unwrap(), "0", "no version bumped");
-    let item = raw_item(&client, &name, dynamo::pk("a", &parked.task_id))
-        .await
-        .unwrap();
+    let item = raw_item(
+        &client,
+        &name,
+        dynamo::pk(TaskRef::new(&"a".into(), &parked.task_id)),
+    )
+    .await
+    .unwrap();
     assert!(
         !item.contains_key(dynamo::ATTR_QUIET),
         "waiting for input: not a candidate"

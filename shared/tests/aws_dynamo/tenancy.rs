@@ -8,6 +8,7 @@ use mcp_tasks_core::aws::dynamo::{self};
 use mcp_tasks_core::store::contract::{args, task};
 use mcp_tasks_core::store::{StoreError, TaskRef, TaskStore};
 use mcp_tasks_core::task::TaskStatus;
+use mcp_tasks_core::tenant::Tenant;
 
 use crate::{client, drop_table, engine_over, fresh_store, raw_item};
 
@@ -25,7 +26,7 @@ async fn a_task_is_never_readable_or_writable_from_another_tenant() {
     assert_eq!(
         store
             .get(TaskRef {
-                tenant: "a#b",
+                tenant: &"a#b".into(),
                 task_id: "c"
             })
             .await
@@ -35,7 +36,7 @@ async fn a_task_is_never_readable_or_writable_from_another_tenant() {
     assert_eq!(
         store
             .get(TaskRef {
-                tenant: "a",
+                tenant: &"a".into(),
                 task_id: "b#c"
             })
             .await
@@ -49,7 +50,7 @@ async fn a_task_is_never_readable_or_writable_from_another_tenant() {
         assert_eq!(
             store
                 .get(TaskRef {
-                    tenant: other,
+                    tenant: &Tenant::from(other),
                     task_id: &t.task_id
                 })
                 .await
@@ -66,16 +67,20 @@ async fn a_task_is_never_readable_or_writable_from_another_tenant() {
         ));
         store
             .delete(TaskRef {
-                tenant: other,
+                tenant: &Tenant::from(other),
                 task_id: &t.task_id,
             })
             .await
             .unwrap();
         // A failed conditional update must not have created an item under the foreign key.
         assert!(
-            raw_item(&client, store.table_name(), dynamo::pk(other, &t.task_id))
-                .await
-                .is_none()
+            raw_item(
+                &client,
+                store.table_name(),
+                dynamo::pk(TaskRef::new(&Tenant::from(other), &t.task_id))
+            )
+            .await
+            .is_none()
         );
     }
     assert_eq!(store.get(t.key()).await.unwrap(), Some(t));
@@ -106,17 +111,21 @@ async fn a_record_is_trusted_only_at_its_own_key() {
     let id = a.task_id.clone();
     store.create(&a, &args()).await.unwrap();
 
-    let original = raw_item(&client, &table, dynamo::pk("tenant-a", &id))
-        .await
-        .unwrap();
+    let original = raw_item(
+        &client,
+        &table,
+        dynamo::pk(TaskRef::new(&"tenant-a".into(), &id)),
+    )
+    .await
+    .unwrap();
     let under = |tenant: &str, task_id: &str| {
         let mut item = original.clone();
-        let key = dynamo::pk(tenant, task_id);
+        let key = dynamo::pk(TaskRef::new(&Tenant::from(tenant), task_id));
         item.insert(dynamo::ATTR_PK.into(), AttributeValue::S(key.clone()));
         item.insert(dynamo::ATTR_ACTIVE.into(), AttributeValue::S(key));
         item.insert(
             dynamo::ATTR_TENANT_ACTIVE.into(),
-            AttributeValue::S(dynamo::tenant_prefix(tenant)),
+            AttributeValue::S(dynamo::tenant_prefix(&Tenant::from(tenant))),
         );
         item
     };
@@ -125,7 +134,7 @@ async fn a_record_is_trusted_only_at_its_own_key() {
     assert_eq!(
         store
             .get(TaskRef {
-                tenant: "tenant-b",
+                tenant: &"tenant-b".into(),
                 task_id: &id
             })
             .await
@@ -133,9 +142,15 @@ async fn a_record_is_trusted_only_at_its_own_key() {
         None
     );
     for res in [
-        engine.get("tenant-b", &id).await.map(|_| ()),
-        engine.cancel("tenant-b", &id).await,
-        engine.cancel_at_once("tenant-b", &id).await.map(|_| ()),
+        engine
+            .get(TaskRef::new(&"tenant-b".into(), &id))
+            .await
+            .map(|_| ()),
+        engine.cancel(TaskRef::new(&"tenant-b".into(), &id)).await,
+        engine
+            .cancel_at_once(TaskRef::new(&"tenant-b".into(), &id))
+            .await
+            .map(|_| ()),
     ] {
         let e = res.expect_err("tenant B reaches no task");
         assert_eq!(e, mcp_tasks_core::engine::EngineError::NotFound);
@@ -144,7 +159,7 @@ async fn a_record_is_trusted_only_at_its_own_key() {
     }
     assert!(
         store
-            .list_tenant_active("tenant-b", None, 10)
+            .list_tenant_active(&"tenant-b".into(), None, 10)
             .await
             .unwrap()
             .is_empty()
@@ -152,7 +167,7 @@ async fn a_record_is_trusted_only_at_its_own_key() {
     assert_eq!(
         store
             .get(TaskRef {
-                tenant: "tenant-a",
+                tenant: &"tenant-a".into(),
                 task_id: &id
             })
             .await
@@ -167,16 +182,21 @@ async fn a_record_is_trusted_only_at_its_own_key() {
     assert_eq!(
         store
             .get(TaskRef {
-                tenant: "tenant-a",
+                tenant: &"tenant-a".into(),
                 task_id: &other
             })
             .await
             .unwrap(),
         None
     );
-    assert!(engine.cancel("tenant-a", &other).await.is_err());
+    assert!(
+        engine
+            .cancel(TaskRef::new(&"tenant-a".into(), &other))
+            .await
+            .is_err()
+    );
     let listed: Vec<String> = store
-        .list_tenant_active("tenant-a", None, 10)
+        .list_tenant_active(&"tenant-a".into(), None, 10)
         .await
         .unwrap()
         .into_iter()
@@ -186,7 +206,7 @@ async fn a_record_is_trusted_only_at_its_own_key() {
     assert_eq!(
         store
             .get(TaskRef {
-                tenant: "tenant-a",
+                tenant: &"tenant-a".into(),
                 task_id: &id
             })
             .await

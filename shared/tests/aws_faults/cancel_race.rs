@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use mcp_tasks_core::queue::{WorkKind, WorkMessage};
+use mcp_tasks_core::task::TaskRef;
 use mcp_tasks_core::task::TaskStatus;
+use mcp_tasks_core::tenant::Tenant;
 use mcp_tasks_core::worker::Outcome;
 use tokio::time::sleep;
 
@@ -76,7 +78,10 @@ async fn cancel_racing_completion_ends_in_one_stable_state() {
                         }
                     }
                     sleep(Duration::from_millis(jitter)).await;
-                    engine.cancel(TENANT, &id).await.expect("tasks/cancel");
+                    engine
+                        .cancel(TaskRef::new(&Tenant::from(TENANT), &id))
+                        .await
+                        .expect("tasks/cancel");
                 };
                 let (first, ()) = if aim == "before" {
                     cancel.await;
@@ -89,7 +94,10 @@ async fn cancel_racing_completion_ends_in_one_stable_state() {
                 let settled = rig.task(&id).await;
                 // Later: another cancel and another delivery change nothing.
                 sleep(Duration::from_millis(500)).await;
-                engine.cancel(TENANT, &id).await.expect("tasks/cancel");
+                engine
+                    .cancel(TaskRef::new(&Tenant::from(TENANT), &id))
+                    .await
+                    .expect("tasks/cancel");
                 let third = worker.handle(&msg, None).await;
                 let later = rig.task(&id).await;
                 let outs = [first, second, third].map(|o| o.expect("worker"));

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use mcp_tasks_core::aws::dynamo::DynamoStore;
 use mcp_tasks_core::store::{StoreError, TaskKey, TaskRef, TaskStore};
 use mcp_tasks_core::task::TaskRecord;
+use mcp_tasks_core::tenant::Tenant;
 use serde_json::Value;
 
 use crate::lock;
@@ -141,7 +142,7 @@ impl TaskStore for Journaled {
 
     async fn list_tenant_active(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<TaskRecord>, StoreError> {

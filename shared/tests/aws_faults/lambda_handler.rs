@@ -9,6 +9,7 @@ use mcp_tasks_core::aws::lambda::{Config, Ports, Role, SqsWorker};
 use mcp_tasks_core::jobs::text_result;
 use mcp_tasks_core::queue::WorkQueue;
 use mcp_tasks_core::task::TaskStatus;
+use mcp_tasks_core::tenant::Tenant;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -119,7 +120,7 @@ async fn the_lambda_worker_handler_completes_duplicated_work_once() {
         let tenths = rng.range(3, 25);
         let task = engine
             .create_task(
-                TENANT,
+                &Tenant::from(TENANT),
                 "wait",
                 json!({"seconds": tenths as f64 / 10.0}),
                 Value::Null,

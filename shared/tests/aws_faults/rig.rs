@@ -12,6 +12,7 @@ use mcp_tasks_core::engine::{Engine, TaskSettings};
 use mcp_tasks_core::queue::{QueueError, WorkMessage, WorkQueue};
 use mcp_tasks_core::store::{TaskRef, TaskStore};
 use mcp_tasks_core::task::{TaskRecord, TaskStatus};
+use mcp_tasks_core::tenant::Tenant;
 use mcp_tasks_core::tools::{Policy, Registry, ToolDef};
 use mcp_tasks_core::worker::{Worker, WorkerSettings};
 use serde_json::{Value, json};
@@ -117,7 +118,7 @@ impl Rig {
     pub async fn task(&self, task_id: &str) -> TaskRecord {
         self.store
             .get(TaskRef {
-                tenant: TENANT,
+                tenant: &Tenant::from(TENANT),
                 task_id,
             })
             .await
@@ -134,7 +135,7 @@ impl Rig {
         let key = common::unique("k");
         let task = engine
             .create_task(
-                TENANT,
+                &Tenant::from(TENANT),
                 "tally",
                 json!({"key": key, "n": n, "ms": ms, "ask": ask}),
                 Value::Null,

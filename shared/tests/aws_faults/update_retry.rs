@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use mcp_tasks_core::queue::WorkKind;
+use mcp_tasks_core::task::TaskRef;
 use mcp_tasks_core::task::TaskStatus;
+use mcp_tasks_core::tenant::Tenant;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
@@ -47,18 +49,20 @@ async fn a_retried_update_has_one_effect() {
     let answer: Map<String, Value> = answer.as_object().cloned().expect("an object");
     let mut problems: HashMap<String, Vec<String>> = HashMap::new();
     let mut updates = 0;
+    let tenant = Tenant::from(TENANT);
     for (i, id) in ids.iter().enumerate() {
         let before = rig.task(id).await;
         if i % 2 == 0 {
             for _ in 0..2 {
                 engine
-                    .update(TENANT, id, &answer)
+                    .update(TaskRef::new(&tenant, id), &answer)
                     .await
                     .expect("tasks/update");
                 updates += 1;
             }
         } else {
-            let all = join_all((0..3).map(|_| engine.update(TENANT, id, &answer))).await;
+            let all =
+                join_all((0..3).map(|_| engine.update(TaskRef::new(&tenant, id), &answer))).await;
             for r in all {
                 r.expect("tasks/update");
                 updates += 1;
@@ -114,7 +118,7 @@ async fn a_retried_update_has_one_effect() {
         }
         // And a retry after the end is acked without a write.
         engine
-            .update(TENANT, id, &answer)
+            .update(TaskRef::new(&tenant, id), &answer)
             .await
             .expect("tasks/update");
         updates += 1;

@@ -28,10 +28,10 @@ async fn a_flooding_tenant_waits_its_turn_and_never_delays_another() {
     let mut accepted = Vec::new();
     for _ in 0..10 {
         let created = async {
-            engine.admit("tenant-a").await?;
+            engine.admit(&"tenant-a".into()).await?;
             engine
                 .create_task(
-                    "tenant-a",
+                    &"tenant-a".into(),
                     "hash_chain",
                     json!({"seed": "flood", "rounds": 1_000_000_000u64, "pace_ms": 900}),
                     Value::Null,
@@ -51,10 +51,10 @@ async fn a_flooding_tenant_waits_its_turn_and_never_delays_another() {
     let mut took = Vec::new();
     for _ in 0..4 {
         let started = Instant::now();
-        engine.admit("tenant-b").await.unwrap();
+        engine.admit(&"tenant-b".into()).await.unwrap();
         let t = engine
             .create_task(
-                "tenant-b",
+                &"tenant-b".into(),
                 "wait",
                 json!({"seconds": 0}),
                 Value::Null,
@@ -63,7 +63,10 @@ async fn a_flooding_tenant_waits_its_turn_and_never_delays_another() {
             .await
             .unwrap();
         loop {
-            let now = engine.get("tenant-b", &t.task_id).await.unwrap();
+            let now = engine
+                .get(TaskRef::new(&"tenant-b".into(), &t.task_id))
+                .await
+                .unwrap();
             if now.status == TaskStatus::Completed {
                 break;
             }
@@ -87,7 +90,7 @@ async fn a_flooding_tenant_waits_its_turn_and_never_delays_another() {
     for id in &accepted {
         let t = store
             .get(TaskRef {
-                tenant: "tenant-a",
+                tenant: &"tenant-a".into(),
                 task_id: id,
             })
             .await
@@ -100,7 +103,10 @@ async fn a_flooding_tenant_waits_its_turn_and_never_delays_another() {
     assert!(running >= 1, "A's work runs too");
     stop.store(true, Ordering::Relaxed);
     for id in &accepted {
-        engine.cancel_at_once("tenant-a", id).await.unwrap();
+        engine
+            .cancel_at_once(TaskRef::new(&"tenant-a".into(), id))
+            .await
+            .unwrap();
     }
     let _ = tokio::time::timeout(Duration::from_secs(5), esm).await;
     rig.drop_all().await;

@@ -19,6 +19,7 @@ use mcp_tasks_core::aws::sqs;
 use mcp_tasks_core::quota::RunSlots;
 use mcp_tasks_core::store::{StoreError, TaskRef, TaskStore as _};
 use mcp_tasks_core::task::TaskStatus;
+use mcp_tasks_core::tenant::Tenant;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -34,7 +35,7 @@ struct ReadThenPut {
 impl RunSlots for ReadThenPut {
     async fn take(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         owner: &str,
         max: usize,
         until_ms: u64,
@@ -94,7 +95,7 @@ impl RunSlots for ReadThenPut {
         Err(StoreError::Conflict)
     }
 
-    async fn release(&self, tenant: &str, owner: &str) -> Result<(), StoreError> {
+    async fn release(&self, tenant: &Tenant, owner: &str) -> Result<(), StoreError> {
         let key = format!("{}#runs", tenant_prefix(tenant));
         let _ = self
             .client
@@ -126,7 +127,7 @@ async fn sixty_starts(slots: Option<Arc<ReadThenPut>>) -> Option<(usize, usize)>
         let t = rig
             .engine
             .create_task(
-                "busy",
+                &"busy".into(),
                 "wait",
                 json!({"seconds": 1}),
                 Value::Null,
@@ -177,7 +178,7 @@ async fn sixty_starts(slots: Option<Arc<ReadThenPut>>) -> Option<(usize, usize)>
     let mut completed = 0;
     for id in &ids {
         let key = TaskRef {
-            tenant: "busy",
+            tenant: &"busy".into(),
             task_id: id,
         };
         let t = rig.store.get(key).await.unwrap().unwrap();

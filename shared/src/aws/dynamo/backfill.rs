@@ -42,7 +42,7 @@ impl DynamoStore {
                     let update = self
                         .client
                         .update_item()
-                        .key(ATTR_PK, AttributeValue::S(pk(&k.tenant, &k.task_id)))
+                        .key(ATTR_PK, AttributeValue::S(pk(k.borrowed())))
                         .update_expression("SET #t = :t")
                         .condition_expression("attribute_exists(#a) AND attribute_not_exists(#t)")
                         .expression_attribute_names("#t", ATTR_TENANT_ACTIVE)
@@ -69,7 +69,7 @@ impl DynamoStore {
     pub async fn backfill_quiet_index(&self) -> Result<usize, StoreError> {
         let changed = self
             .each_active_page(async |page| {
-                let pks: Vec<String> = page.iter().map(|k| pk(&k.tenant, &k.task_id)).collect();
+                let pks: Vec<String> = page.iter().map(|k| pk(k.borrowed())).collect();
                 let mut changed = 0;
                 for (key, task) in &self.batch_get(&pks).await? {
                     let Some(mark) = task.quiet_mark_ms() else {

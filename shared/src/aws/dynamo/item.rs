@@ -50,7 +50,7 @@ pub(super) const RESERVED: [&str; 7] = [
 pub(super) fn to_item(task: &TaskRecord) -> Result<HashMap<String, AttributeValue>, StoreError> {
     let mut item: HashMap<String, AttributeValue> =
         sd::to_item(task).map_err(|e| codec("serialize", e))?;
-    let key = pk(&task.tenant, &task.task_id);
+    let key = pk(task.key());
     if RESERVED.iter().any(|r| item.contains_key(*r)) {
         return Err(codec(
             "serialize",

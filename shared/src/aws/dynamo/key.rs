@@ -6,19 +6,20 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::{ATTR_PK, ATTR_QUIET, ATTR_SHARD, SHARDS};
-use crate::store::TaskKey;
+use crate::task::{TaskKey, TaskRef};
+use crate::tenant::Tenant;
 
 /// The table key of a task: `{tenant}#{taskId}`, with `%` and `#` escaped in the tenant so the
 /// first `#` always ends it.
-pub fn pk(tenant: &str, task_id: &str) -> String {
-    let mut k = tenant_prefix(tenant);
-    k.push_str(task_id);
+pub fn pk(id: TaskRef<'_>) -> String {
+    let mut k = tenant_prefix(id.tenant);
+    k.push_str(id.task_id);
     k
 }
 
 /// The `tenant_active` partition key of a tenant: the start of its tasks' [`pk`]s, the escaped
 /// tenant and `#` (so it is never empty, and two tenants never share it).
-pub fn tenant_prefix(tenant: &str) -> String {
+pub fn tenant_prefix(tenant: &Tenant) -> String {
     let mut k = String::with_capacity(tenant.len() + 47);
     for c in tenant.chars() {
         match c {
@@ -34,10 +35,10 @@ pub fn tenant_prefix(tenant: &str) -> String {
 /// Inverse of [`pk`].
 pub(super) fn split_pk(k: &str) -> Option<TaskKey> {
     let (tenant, task_id) = k.split_once('#')?;
-    Some(TaskKey {
-        tenant: tenant.replace("%23", "#").replace("%25", "%"),
-        task_id: task_id.to_owned(),
-    })
+    Some(TaskKey::new(
+        Tenant::from(tenant.replace("%23", "#").replace("%25", "%")),
+        task_id,
+    ))
 }
 
 /// The index shard of a key: FNV-1a, stable across processes and releases.
@@ -52,7 +53,7 @@ pub(super) fn shard_of(pk: &str) -> u32 {
 
 /// The key of a tenant's running-jobs item: `#` after the tenant's key prefix, where a task
 /// key has its task id (task ids never start with `#`).
-pub(super) fn runs_key(tenant: &str) -> String {
+pub(super) fn runs_key(tenant: &Tenant) -> String {
     let mut k = tenant_prefix(tenant);
     k.push_str("#runs");
     k
@@ -60,7 +61,7 @@ pub(super) fn runs_key(tenant: &str) -> String {
 
 /// The key of a tenant's places item (its active tasks, counted): `#places` after the
 /// tenant's key prefix, like [`runs_key`].
-pub(super) fn places_key(tenant: &str) -> String {
+pub(super) fn places_key(tenant: &Tenant) -> String {
     let mut k = tenant_prefix(tenant);
     k.push_str("#places");
     k
@@ -68,10 +69,10 @@ pub(super) fn places_key(tenant: &str) -> String {
 
 /// The key of a task's arguments item: the tenant's key prefix, `#args#`, the task id. Task
 /// ids never start with `#`, so no task key (nor the running-jobs key) is ever one of these.
-pub fn arguments_key(tenant: &str, task_id: &str) -> String {
-    let mut k = tenant_prefix(tenant);
+pub fn arguments_key(id: TaskRef<'_>) -> String {
+    let mut k = tenant_prefix(id.tenant);
     k.push_str("#args#");
-    k.push_str(task_id);
+    k.push_str(id.task_id);
     k
 }
 

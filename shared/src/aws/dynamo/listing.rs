@@ -12,6 +12,8 @@ use super::{
 };
 use crate::store::{QuietPage, StoreError, TaskKey};
 use crate::task::TaskRecord;
+use crate::task::TaskRef;
+use crate::tenant::Tenant;
 
 /// Most keys in one `BatchGetItem`.
 const MAX_BATCH_GET: usize = 100;
@@ -144,7 +146,7 @@ impl DynamoStore {
     /// then its records in one `BatchGetItem` per 100.
     pub(super) async fn tenant_active_page(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<TaskRecord>, StoreError> {
@@ -173,7 +175,10 @@ impl DynamoStore {
             if let Some(a) = after {
                 req = req
                     .expression_attribute_names("#pk", ATTR_PK)
-                    .expression_attribute_values(":after", AttributeValue::S(pk(tenant, a)));
+                    .expression_attribute_values(
+                        ":after",
+                        AttributeValue::S(pk(TaskRef::new(tenant, a))),
+                    );
             }
             let page = req
                 .send()
@@ -189,7 +194,7 @@ impl DynamoStore {
             out.extend(
                 pks.iter()
                     .filter_map(|k| records.remove(k))
-                    .filter(|t| t.tenant == tenant && !t.status.is_terminal()),
+                    .filter(|t| t.tenant == *tenant && !t.status.is_terminal()),
             );
             match page.last_evaluated_key {
                 Some(k) if !k.is_empty() && out.len() < limit => start = Some(k),
@@ -201,7 +206,7 @@ impl DynamoStore {
     /// [`TaskStore::count_tenant_active`].
     pub(super) async fn tenant_active_count(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         at_most: usize,
     ) -> Result<usize, StoreError> {
         // `Select=COUNT` on the tenant's index partition: index keys only, no item read (a

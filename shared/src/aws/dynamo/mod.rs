@@ -84,6 +84,7 @@ use serde_json::Value;
 use crate::aws::FirstUse;
 use crate::store::{QuietPage, StoreError, TaskKey, TaskRef, TaskStore, encode, encode_arguments};
 use crate::task::TaskRecord;
+use crate::tenant::Tenant;
 
 mod backfill;
 mod item;
@@ -181,12 +182,8 @@ impl DynamoStore {
     }
 
     /// The stored JSON text of a task's arguments.
-    async fn arguments_bytes(
-        &self,
-        tenant: &str,
-        task_id: &str,
-    ) -> Result<Option<Vec<u8>>, StoreError> {
-        let item = self.item_at(arguments_key(tenant, task_id)).await?;
+    async fn arguments_bytes(&self, id: TaskRef<'_>) -> Result<Option<Vec<u8>>, StoreError> {
+        let item = self.item_at(arguments_key(id)).await?;
         match item.as_ref().and_then(|i| i.get(ATTR_ARGUMENTS)) {
             Some(AttributeValue::B(b)) => Ok(Some(b.clone().into_inner())),
             Some(_) => Err(codec(
@@ -212,7 +209,7 @@ impl DynamoStore {
     /// Expired such items are still purged (the purge goes by the `expiry` index's keys).
     fn record_at(&self, key: &str, item: HashMap<String, AttributeValue>) -> Option<TaskRecord> {
         match from_item(item) {
-            Ok(t) if pk(&t.tenant, &t.task_id) == key => Some(t),
+            Ok(t) if pk(t.key()) == key => Some(t),
             Ok(_) => {
                 tracing::error!(table = %self.table, key, "dynamodb.record_key_mismatch");
                 None
@@ -241,10 +238,7 @@ impl TaskStore for DynamoStore {
         let bytes = encode_arguments(arguments)?;
         let reserved = match task.status.is_terminal() {
             true => Reserved::Again,
-            false => {
-                self.reserve(&task.tenant, &task.task_id, max_active)
-                    .await?
-            }
+            false => self.reserve(task.key(), max_active).await?,
         };
         if reserved == Reserved::Full {
             return Ok(false);
@@ -286,7 +280,7 @@ impl TaskStore for DynamoStore {
             // Not a task key: the tenant's running-jobs and arguments items live there.
             return Ok(None);
         }
-        let key = pk(id.tenant, id.task_id);
+        let key = pk(id);
         let item = self.item_at(key.clone()).await?;
         Ok(item.and_then(|item| self.record_at(&key, item)))
     }
@@ -295,7 +289,7 @@ impl TaskStore for DynamoStore {
         if id.task_id.starts_with('#') {
             return Ok(None);
         }
-        self.arguments_bytes(id.tenant, id.task_id)
+        self.arguments_bytes(id)
             .await?
             .map(|b| serde_json::from_slice(&b).map_err(|e| codec("deserialize", e)))
             .transpose()
@@ -332,7 +326,7 @@ impl TaskStore for DynamoStore {
         limit: usize,
     ) -> Result<Vec<TaskKey>, StoreError> {
         let mut out = Vec::new();
-        let after = after.map(|k| pk(&k.tenant, &k.task_id));
+        let after = after.map(|k| pk(k.borrowed()));
         let first = after.as_deref().map_or(0, shard_of);
         for shard in first..SHARDS {
             if out.len() >= limit {
@@ -351,14 +345,18 @@ impl TaskStore for DynamoStore {
 
     async fn list_tenant_active(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<TaskRecord>, StoreError> {
         self.tenant_active_page(tenant, after, limit).await
     }
 
-    async fn count_tenant_active(&self, tenant: &str, at_most: usize) -> Result<usize, StoreError> {
+    async fn count_tenant_active(
+        &self,
+        tenant: &Tenant,
+        at_most: usize,
+    ) -> Result<usize, StoreError> {
         self.tenant_active_count(tenant, at_most).await
     }
 
@@ -420,10 +418,7 @@ impl TaskStore for DynamoStore {
     async fn delete(&self, id: TaskRef<'_>) -> Result<(), StoreError> {
         // Arguments first: a purge cut short leaves the record, so the next purge finds it and
         // finishes; the other order could strand an arguments item.
-        for key in [
-            arguments_key(id.tenant, id.task_id),
-            pk(id.tenant, id.task_id),
-        ] {
+        for key in [arguments_key(id), pk(id)] {
             let gone = self
                 .client
                 .delete_item()

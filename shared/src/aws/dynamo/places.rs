@@ -30,6 +30,8 @@ use super::write::{Failure, failure_kind, jittered};
 use super::{ATTR_PK, DynamoStore, backend};
 use crate::clock::now_ms;
 use crate::store::{StoreError, TaskStore};
+use crate::task::TaskRef;
+use crate::tenant::Tenant;
 
 /// How long a tenant's counter must have been still before a refusal recounts it: longer than
 /// any creation can take between its reservation and its record (three writes, each bounded
@@ -68,15 +70,15 @@ enum Refusal {
 }
 
 impl DynamoStore {
-    /// Takes one of `tenant`'s places for task `task_id` unless it holds `max` already.
+    /// Takes one of its tenant's places for task `id` unless the tenant holds `max` already.
     pub(super) async fn reserve(
         &self,
-        tenant: &str,
-        task_id: &str,
+        id: TaskRef<'_>,
         max: usize,
     ) -> Result<Reserved, StoreError> {
+        let tenant = id.tenant;
         for _ in 0..ROUNDS {
-            let refusal = match self.try_reserve(tenant, task_id, max).await? {
+            let refusal = match self.try_reserve(id, max).await? {
                 None => return Ok(Reserved::New),
                 Some(r) => r,
             };
@@ -101,10 +103,10 @@ impl DynamoStore {
     /// One conditional `UpdateItem`; `None` when the place was taken.
     async fn try_reserve(
         &self,
-        tenant: &str,
-        task_id: &str,
+        id: TaskRef<'_>,
         max: usize,
     ) -> Result<Option<Refusal>, StoreError> {
+        let (tenant, task_id) = (id.tenant, id.task_id);
         let out = self
             .client
             .update_item()
@@ -154,7 +156,7 @@ impl DynamoStore {
     /// Makes (or remakes) `tenant`'s item from its active tasks on the `tenant_active` index:
     /// tasks created before places were counted hold theirs too, and give them back as they
     /// end. Losing the race to another creation's item is fine.
-    async fn start_counting(&self, tenant: &str) -> Result<(), StoreError> {
+    async fn start_counting(&self, tenant: &Tenant) -> Result<(), StoreError> {
         let n = match self.tenant_active_count(tenant, usize::MAX).await {
             Ok(n) => n,
             // A table older than that index (until `create_table` adds it): the `active`
@@ -185,12 +187,12 @@ impl DynamoStore {
     }
 
     /// `tenant`'s keys on the `active` index (all tenants', page by page).
-    async fn count_on_active_index(&self, tenant: &str) -> Result<usize, StoreError> {
+    async fn count_on_active_index(&self, tenant: &Tenant) -> Result<usize, StoreError> {
         const PAGE: usize = 1000;
         let (mut n, mut after) = (0, None);
         loop {
             let page = self.list_active(after.as_ref(), PAGE).await?;
-            n += page.iter().filter(|k| k.tenant == tenant).count();
+            n += page.iter().filter(|k| k.tenant == *tenant).count();
             if page.len() < PAGE {
                 return Ok(n);
             }
@@ -201,7 +203,7 @@ impl DynamoStore {
     /// Counts a tenant that was refused at `n` places (version `v`) on the index and writes
     /// the count back, unless the counter moved meanwhile; true when places were freed. Even
     /// an unchanged count is written: `at` moves, so the next recount waits its turn.
-    async fn recount(&self, tenant: &str, n: u64, v: u64) -> Result<bool, StoreError> {
+    async fn recount(&self, tenant: &Tenant, n: u64, v: u64) -> Result<bool, StoreError> {
         let counted = self
             .tenant_active_count(tenant, usize::try_from(n).unwrap_or(usize::MAX))
             .await? as u64;
@@ -239,7 +241,7 @@ impl DynamoStore {
     /// made, or whose answer is lost, leaves the place taken until a refusal recounts it. It
     /// is retried only when the service said it was not applied (throttling), never after a
     /// lost answer — twice would free a place nobody gave back.
-    pub(super) async fn give_back(&self, tenant: &str) {
+    pub(super) async fn give_back(&self, tenant: &Tenant) {
         let mut pause = Duration::from_millis(50);
         for attempt in 1..=3 {
             let out = self

@@ -11,6 +11,7 @@ use super::key::runs_key;
 use super::write::jittered;
 use super::{ATTR_PK, DynamoStore, backend};
 use crate::store::StoreError;
+use crate::tenant::Tenant;
 
 /// Rounds of one `take` that find the item changing under them (its first runs racing to
 /// make it, lapsed runs being dropped by another taker) before it answers "not now".
@@ -38,7 +39,7 @@ const MAX_DROPPED: usize = 50;
 impl crate::quota::RunSlots for DynamoStore {
     async fn take(
         &self,
-        tenant: &str,
+        tenant: &Tenant,
         owner: &str,
         max: usize,
         until_ms: u64,
@@ -76,7 +77,7 @@ impl crate::quota::RunSlots for DynamoStore {
         Ok(false)
     }
 
-    async fn release(&self, tenant: &str, owner: &str) -> Result<(), StoreError> {
+    async fn release(&self, tenant: &Tenant, owner: &str) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.table)

@@ -5,25 +5,34 @@ use crate::task::{TaskStatus, new_task_id};
 use serde_json::json;
 
 fn record(tenant: &str, ttl: Option<u64>) -> TaskRecord {
-    let mut t = TaskRecord::new(tenant, new_task_id(), "tool", ttl, 1000, json!({}));
+    let mut t = TaskRecord::new(tenant.into(), new_task_id(), "tool", ttl, 1000, json!({}));
     t.checkpoint = json!({"n": 1, "s": "", "f": 0.5, "deep": {"a": [1, null, true]}});
     t
 }
 
 #[test]
 fn keys_escape_the_tenant_so_different_pairs_never_collide() {
-    assert_eq!(pk("acme", "tsk_1"), "acme#tsk_1");
-    assert_ne!(pk("a#b", "c"), pk("a", "b#c"));
-    assert_ne!(pk("a%23", "c"), pk("a#", "c"));
+    assert_eq!(pk(TaskRef::new(&"acme".into(), "tsk_1")), "acme#tsk_1");
+    assert_ne!(
+        pk(TaskRef::new(&"a#b".into(), "c")),
+        pk(TaskRef::new(&"a".into(), "b#c"))
+    );
+    assert_ne!(
+        pk(TaskRef::new(&"a%23".into(), "c")),
+        pk(TaskRef::new(&"a#".into(), "c"))
+    );
     for (tenant, id) in [("a#b", "c"), ("a", "b#c"), ("%#%", "#%#"), ("", "x")] {
-        let k = split_pk(&pk(tenant, id)).unwrap();
+        let k = split_pk(&pk(TaskRef::new(&Tenant::from(tenant), id))).unwrap();
         assert_eq!((k.tenant.as_str(), k.task_id.as_str()), (tenant, id));
         // The tenant index's partition key is the key's tenant part: never empty.
-        assert!(pk(tenant, id).starts_with(&tenant_prefix(tenant)));
-        assert!(tenant_prefix(tenant).ends_with('#'));
+        assert!(
+            pk(TaskRef::new(&Tenant::from(tenant), id))
+                .starts_with(&tenant_prefix(&Tenant::from(tenant)))
+        );
+        assert!(tenant_prefix(&Tenant::from(tenant)).ends_with('#'));
     }
-    assert_eq!(tenant_prefix(""), "#");
-    assert_ne!(tenant_prefix("a#b"), tenant_prefix("a%23b"));
+    assert_eq!(tenant_prefix(&"".into()), "#");
+    assert_ne!(tenant_prefix(&"a#b".into()), tenant_prefix(&"a%23b".into()));
 }
 
 #[test]
@@ -31,7 +40,7 @@ fn shards_are_stable_and_spread() {
     // Stored in items: must never change between releases.
     assert_eq!(shard_of(""), (0xcbf2_9ce4_8422_2325u64 % 16) as u32);
     let used: std::collections::HashSet<u32> = (0..200)
-        .map(|i| shard_of(&pk("t", &format!("tsk_{i}"))))
+        .map(|i| shard_of(&pk(TaskRef::new(&"t".into(), &format!("tsk_{i}")))))
         .collect();
     assert_eq!(used.len(), SHARDS as usize);
 }
@@ -41,8 +50,14 @@ fn items_carry_index_and_ttl_attributes_only_when_they_apply() {
     let mut t = record("t", Some(1_500));
     t.created_at_ms = 10_000;
     let item = to_item(&t).unwrap();
-    assert_eq!(item[ATTR_PK].as_s().unwrap(), &pk("t", &t.task_id));
-    assert_eq!(item[ATTR_ACTIVE].as_s().unwrap(), &pk("t", &t.task_id));
+    assert_eq!(
+        item[ATTR_PK].as_s().unwrap(),
+        &pk(TaskRef::new(&"t".into(), &t.task_id))
+    );
+    assert_eq!(
+        item[ATTR_ACTIVE].as_s().unwrap(),
+        &pk(TaskRef::new(&"t".into(), &t.task_id))
+    );
     assert_eq!(item[ATTR_TENANT_ACTIVE].as_s().unwrap(), "t#");
     assert_eq!(item[ATTR_EXPIRES_MS].as_n().unwrap(), "11500");
     assert_eq!(item[ATTR_TTL].as_n().unwrap(), "12", "seconds, rounded up");
@@ -122,4 +137,43 @@ fn dynamodb_number_range_is_enforced() {
     for bad in [big.as_str(), tiny.as_str(), precise.as_str()] {
         assert!(!number_in_range(bad), "{bad}");
     }
+}
+
+/// An item as text: every attribute with its type, map keys sorted (binary as its UTF-8).
+fn canonical(v: &AttributeValue) -> String {
+    let s = |x: &str| serde_json::to_string(x).unwrap();
+    match v {
+        AttributeValue::S(x) => format!("{{\"S\":{}}}", s(x)),
+        AttributeValue::N(x) => format!("{{\"N\":{}}}", s(x)),
+        AttributeValue::B(b) => format!("{{\"B\":{}}}", s(&String::from_utf8_lossy(b.as_ref()))),
+        AttributeValue::Bool(b) => format!("{{\"BOOL\":{b}}}"),
+        AttributeValue::Null(_) => "{\"NULL\":true}".into(),
+        AttributeValue::L(l) => {
+            let items: Vec<String> = l.iter().map(canonical).collect();
+            format!("{{\"L\":[{}]}}", items.join(","))
+        }
+        AttributeValue::M(m) => format!("{{\"M\":{}}}", canonical_map(m)),
+        other => panic!("unexpected attribute {other:?}"),
+    }
+}
+
+fn canonical_map(m: &HashMap<String, AttributeValue>) -> String {
+    let mut keys: Vec<&String> = m.keys().collect();
+    keys.sort();
+    let fields: Vec<String> = keys
+        .into_iter()
+        .map(|k| format!("{}:{}", serde_json::to_string(k).unwrap(), canonical(&m[k])))
+        .collect();
+    format!("{{{}}}", fields.join(","))
+}
+
+/// The DynamoDB item of a record, every attribute pinned: items written by an earlier build
+/// read back, and the key, index and TTL attributes stay where the table expects them.
+#[test]
+fn an_item_keeps_its_stored_attributes() {
+    let golden = r#"{"active_pk":{"S":"a%23b%25\"é\\#tsk_01J0GOLDEN"},"attempts":{"N":"2"},"cancel_requested":{"BOOL":false},"checkpoint":{"M":{"deep":{"M":{"a":{"L":[{"N":"1"},{"NULL":true},{"BOOL":true},{"S":"x"}]}}},"f":{"N":"0.5"},"n":{"N":"1"}}},"client_capabilities":{"M":{"extensions":{"M":{"io.modelcontextprotocol/tasks":{"M":{}}}}}},"created_at_ms":{"N":"1700000000000"},"expires_ms":{"N":"1700003600000"},"input_requests":{"M":{"k1":{"M":{"method":{"S":"elicitation/create"},"params":{"M":{"message":{"S":"ok?"}}}}}}},"input_responses":{"M":{}},"interruptions":{"N":"0"},"issued_input_keys":{"L":[{"S":"k1"}]},"last_updated_at_ms":{"N":"1700000000500"},"lease":{"M":{"expires_at_ms":{"N":"1700000060000"},"owner":{"S":"w-1"}}},"pk":{"S":"a%23b%25\"é\\#tsk_01J0GOLDEN"},"poll_interval_ms":{"N":"1000"},"shard":{"N":"8"},"status":{"S":"input_required"},"status_message":{"S":"half way \"there\" ✓"},"task_id":{"S":"tsk_01J0GOLDEN"},"tenant":{"S":"a#b%\"é\\"},"tenant_active":{"S":"a%23b%25\"é\\#"},"tool":{"S":"wait"},"ttl":{"N":"1700003600"},"ttl_ms":{"N":"3600000"},"version":{"N":"7"}}"#;
+    let t = crate::store::contract::golden_record();
+    let item = to_item(&t).unwrap();
+    assert_eq!(canonical_map(&item), golden);
+    assert_eq!(from_item(item).unwrap(), t);
 }

@@ -134,7 +134,7 @@ impl DynamoStore {
         task: &TaskRecord,
         bytes: Vec<u8>,
     ) -> Result<(), StoreError> {
-        let key = arguments_key(&task.tenant, &task.task_id);
+        let key = arguments_key(task.key());
         let mut req = self
             .client
             .put_item()
@@ -148,12 +148,10 @@ impl DynamoStore {
         }
         match req.send().await {
             Ok(_) => Ok(()),
-            Err(e) if is_condition_failed(&e) => {
-                match self.arguments_bytes(&task.tenant, &task.task_id).await? {
-                    Some(stored) if stored == bytes => Ok(()),
-                    _ => Err(StoreError::Conflict),
-                }
-            }
+            Err(e) if is_condition_failed(&e) => match self.arguments_bytes(task.key()).await? {
+                Some(stored) if stored == bytes => Ok(()),
+                _ => Err(StoreError::Conflict),
+            },
             Err(e) => Err(backend("create", &self.table, e)),
         }
     }

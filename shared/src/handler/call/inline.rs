@@ -12,12 +12,8 @@ impl McpService {
         mut ctx: JobContext,
         plan: InlinePlan,
     ) -> CallOutcome {
-        let (tool, tenant, name, arguments) = (
-            &run.tool,
-            run.tenant.as_ref(),
-            run.name.as_ref(),
-            &run.arguments,
-        );
+        let (tool, tenant, name, arguments) =
+            (&run.tool, &run.tenant, run.name.as_ref(), &run.arguments);
         let policy = tool.def().policy;
         // The tenant's running place first, within the budget: the run gets what is left.
         let waiting = std::time::Instant::now();

@@ -139,12 +139,15 @@ fn json_of(reply: Reply) -> Value {
 /// Waits (up to 2 s) until the tenant holds no place.
 async fn all_given_back(gate: &FairGate) {
     for _ in 0..200 {
-        if gate.running("local") == 0 {
+        if gate.running(&"local".into()) == 0 {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("the tenant still holds {} places", gate.running("local"));
+    panic!(
+        "the tenant still holds {} places",
+        gate.running(&"local".into())
+    );
 }
 
 #[tokio::test]
@@ -167,7 +170,7 @@ async fn a_tenants_inline_runs_take_its_running_places_in_turn() {
 #[tokio::test]
 async fn a_call_that_waited_its_whole_budget_gets_the_quota_refusal() {
     let r = rig(Duration::from_millis(300), None);
-    let held = r.gate.acquire("local").await;
+    let held = r.gate.acquire(&"local".into()).await;
     let answer = json_of(r.service.handle(call(json!({}), false)).await);
     let result = &answer["result"];
     assert_eq!(result["isError"], true, "{answer}");
@@ -200,7 +203,7 @@ async fn the_place_comes_back_however_the_call_ends() {
     let r = rig(Duration::from_secs(20), Some(Duration::from_secs(20)));
     let reply = r.service.handle(call(json!({"ms": 60_000}), true)).await;
     assert!(matches!(reply.body, ReplyBody::Sse(_)), "committed to SSE");
-    assert_eq!(r.gate.running("local"), 1);
+    assert_eq!(r.gate.running(&"local".into()), 1);
     drop(reply);
     all_given_back(&r.gate).await;
     assert_eq!(r.probe.now.load(Ordering::SeqCst), 0, "and the run stopped");

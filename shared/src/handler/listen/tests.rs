@@ -104,7 +104,7 @@ fn wait_call(seconds: f64, token: bool) -> HttpRequest {
 async fn task(r: &Rig, tenant: &str) -> String {
     r.engine
         .create_task(
-            tenant,
+            &Tenant::from(tenant),
             "wait",
             json!({"seconds": 1}),
             Value::Null,
@@ -157,7 +157,7 @@ async fn changes_are_pushed_then_the_stream_closes_once_the_task_is_terminal() {
     let mut t = r
         .store
         .get(TaskRef {
-            tenant: "local",
+            tenant: &"local".into(),
             task_id: &id,
         })
         .await
@@ -178,7 +178,10 @@ async fn changes_are_pushed_then_the_stream_closes_once_the_task_is_terminal() {
     );
 
     // Terminal: the full task, then the listen result, then the end of the stream.
-    r.engine.cancel("local", &id).await.unwrap();
+    r.engine
+        .cancel(TaskRef::new(&"local".into(), &id))
+        .await
+        .unwrap();
     let last = next(&mut rx).await.unwrap();
     assert_eq!(last["params"]["status"], "cancelled", "{last}");
     let end = next(&mut rx).await.unwrap();
@@ -199,7 +202,10 @@ async fn another_tenants_task_is_not_agreed_and_nothing_is_sent_of_it() {
     );
     let ack = next(&mut rx).await.unwrap();
     assert_eq!(ack["params"]["notifications"], json!({"taskIds": []}));
-    r.engine.cancel("globex", &theirs).await.unwrap();
+    r.engine
+        .cancel(TaskRef::new(&"globex".into(), &theirs))
+        .await
+        .unwrap();
     let end = next(&mut rx).await.unwrap();
     assert_eq!(end["result"]["resultType"], "complete", "{end}");
     assert!(next(&mut rx).await.is_none());

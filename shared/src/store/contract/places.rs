@@ -22,7 +22,10 @@ pub(super) async fn racing_creations_never_pass_the_limit(s: &impl TaskStore) {
     )
     .await;
     assert_eq!(outcomes.iter().filter(|o| **o).count(), 4, "{outcomes:?}");
-    let listed = s.list_tenant_active("race", None, 100).await.unwrap();
+    let listed = s
+        .list_tenant_active(&"race".into(), None, 100)
+        .await
+        .unwrap();
     assert_eq!(listed.len(), 4);
     // A refused task left nothing behind: no record, no arguments.
     for (t, stored) in tasks.iter().zip(&outcomes) {

@@ -7,14 +7,18 @@ use redb::{ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 
 use super::{ACTIVE, backend};
 use crate::store::{StoreError, split_key};
+use crate::tenant::Tenant;
 
 /// Tenant → the number of its keys in `active` (no entry: none).
 const PLACES: TableDefinition<&str, u64> = TableDefinition::new("places");
 
 /// How many places `tenant` holds.
-pub(super) fn held(txn: &WriteTransaction, tenant: &str) -> Result<u64, StoreError> {
+pub(super) fn held(txn: &WriteTransaction, tenant: &Tenant) -> Result<u64, StoreError> {
     let table = txn.open_table(PLACES).map_err(backend)?;
-    let n = table.get(tenant).map_err(backend)?.map_or(0, |v| v.value());
+    let n = table
+        .get(tenant.as_str())
+        .map_err(backend)?
+        .map_or(0, |v| v.value());
     Ok(n)
 }
 
@@ -52,7 +56,7 @@ pub(super) fn ensure(txn: &WriteTransaction) -> Result<(), StoreError> {
     if existed {
         return Ok(());
     }
-    let mut counts = std::collections::BTreeMap::<String, u64>::new();
+    let mut counts = std::collections::BTreeMap::<Tenant, u64>::new();
     let active = txn.open_table(ACTIVE).map_err(backend)?;
     for entry in active.iter().map_err(backend)? {
         let (k, _) = entry.map_err(backend)?;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::task::TaskRef;
 use crate::task::{TaskStatus, new_task_id};
 use serde_json::json;
 
@@ -41,7 +42,7 @@ async fn reads_racing_writes_never_go_back() {
         let dir = tempfile::tempdir().unwrap();
         let store = EmbeddedStore::open_with_cache(&dir.path().join("t.redb"), cap, true).unwrap();
         let tasks: Vec<TaskRecord> = (0..4)
-            .map(|_| TaskRecord::new("t", new_task_id(), "x", None, 1000, json!({})))
+            .map(|_| TaskRecord::new("t".into(), new_task_id(), "x", None, 1000, json!({})))
             .collect();
         for t in &tasks {
             store.create(t, &json!({})).await.unwrap();
@@ -96,7 +97,7 @@ async fn reads_racing_writes_never_go_back() {
 async fn records_and_indexes_survive_reopening() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tasks.redb");
-    let task = TaskRecord::new("t", new_task_id(), "x", None, 1000, json!({}));
+    let task = TaskRecord::new("t".into(), new_task_id(), "x", None, 1000, json!({}));
     {
         let store = EmbeddedStore::open(&path).unwrap();
         store.create(&task, &json!({"a": 1})).await.unwrap();
@@ -125,8 +126,8 @@ async fn undecodable_or_misplaced_records_read_as_absent() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tasks.redb");
     let (bad, theirs) = (
-        TaskRecord::new("t", new_task_id(), "x", None, 1000, json!({})),
-        TaskRecord::new("t", new_task_id(), "x", None, 1000, json!({})),
+        TaskRecord::new("t".into(), new_task_id(), "x", None, 1000, json!({})),
+        TaskRecord::new("t".into(), new_task_id(), "x", None, 1000, json!({})),
     );
     {
         let store = EmbeddedStore::open(&path).unwrap();
@@ -140,12 +141,18 @@ async fn undecodable_or_misplaced_records_read_as_absent() {
             let mut table = txn.open_table(TASKS).unwrap();
             let garbage: &[u8] = br#"{"status": "a status from the future"}"#;
             table
-                .insert(key("t", &bad.task_id).as_str(), garbage)
+                .insert(
+                    key(TaskRef::new(&"t".into(), &bad.task_id)).as_str(),
+                    garbage,
+                )
                 .unwrap();
             // Tenant u's key holding tenant t's record.
             let moved = serde_json::to_vec(&theirs).unwrap();
             table
-                .insert(key("u", &theirs.task_id).as_str(), moved.as_slice())
+                .insert(
+                    key(TaskRef::new(&"u".into(), &theirs.task_id)).as_str(),
+                    moved.as_slice(),
+                )
                 .unwrap();
         }
         txn.commit().unwrap();
@@ -154,7 +161,7 @@ async fn undecodable_or_misplaced_records_read_as_absent() {
     assert_eq!(
         store
             .get(TaskRef {
-                tenant: "t",
+                tenant: &"t".into(),
                 task_id: &bad.task_id
             })
             .await
@@ -164,7 +171,7 @@ async fn undecodable_or_misplaced_records_read_as_absent() {
     assert_eq!(
         store
             .get(TaskRef {
-                tenant: "u",
+                tenant: &"u".into(),
                 task_id: &theirs.task_id
             })
             .await
@@ -174,7 +181,7 @@ async fn undecodable_or_misplaced_records_read_as_absent() {
     assert!(
         store
             .get(TaskRef {
-                tenant: "t",
+                tenant: &"t".into(),
                 task_id: &theirs.task_id
             })
             .await
@@ -188,7 +195,7 @@ async fn undecodable_or_misplaced_records_read_as_absent() {
 async fn large_arguments_are_written_once_beside_a_small_record() {
     let dir = tempfile::tempdir().unwrap();
     let store = EmbeddedStore::open(&dir.path().join("tasks.redb")).unwrap();
-    let task = TaskRecord::new("t", new_task_id(), "x", None, 1000, json!({}));
+    let task = TaskRecord::new("t".into(), new_task_id(), "x", None, 1000, json!({}));
     let args = json!({"label": "x".repeat(280_000)});
     store.create(&task, &args).await.unwrap();
     let mut cur = store.get(task.key()).await.unwrap().unwrap();
@@ -196,7 +203,7 @@ async fn large_arguments_are_written_once_beside_a_small_record() {
         cur.checkpoint = json!({"waited_ms": step * 1000});
         cur.version = store.update(&cur).await.unwrap();
     }
-    let k = key("t", &task.task_id);
+    let k = key(TaskRef::new(&"t".into(), &task.task_id));
     let txn = store.inner.db.begin_read().unwrap();
     let row = txn
         .open_table(TASKS)
@@ -224,7 +231,7 @@ async fn concurrent_writes_share_commits_and_all_persist() {
     let path = dir.path().join("tasks.redb");
     let store = EmbeddedStore::open(&path).unwrap();
     let tasks: Vec<TaskRecord> = (0..300)
-        .map(|_| TaskRecord::new("t", new_task_id(), "x", None, 1000, json!({})))
+        .map(|_| TaskRecord::new("t".into(), new_task_id(), "x", None, 1000, json!({})))
         .collect();
     let mut set = tokio::task::JoinSet::new();
     for t in tasks.clone() {
@@ -288,7 +295,7 @@ fn a_file_in_use_is_told_from_a_damaged_one() {
 /// oldest first, and its eviction order does not grow with keys put again or removed.
 #[test]
 fn the_read_cache_keeps_its_bounds_and_evicts_the_oldest() {
-    let record = || TaskRecord::new("t", new_task_id(), "x", None, 1000, json!({}));
+    let record = || TaskRecord::new("t".into(), new_task_id(), "x", None, 1000, json!({}));
     let mut st = CacheState {
         cap: 1 << 30,
         ..CacheState::default()

@@ -74,7 +74,7 @@ fn stored(txn: &WriteTransaction, k: &str) -> Result<Lookup, StoreError> {
 fn apply(txn: &WriteTransaction, op: &Op) -> Result<Result<u64, StoreError>, StoreError> {
     match op {
         Op::Create(task, bytes, arguments, max_active) => {
-            let k = key(&task.tenant, &task.task_id);
+            let k = key(task.key());
             match stored(txn, &k)? {
                 Ok(None) => {}
                 Ok(Some(_)) => return Ok(Err(StoreError::Conflict)),
@@ -94,7 +94,7 @@ fn apply(txn: &WriteTransaction, op: &Op) -> Result<Result<u64, StoreError>, Sto
             Ok(Ok(CREATED))
         }
         Op::Update(next, bytes) => {
-            let k = key(&next.tenant, &next.task_id);
+            let k = key(next.key());
             let prev = match stored(txn, &k)? {
                 Ok(Some(prev)) => prev,
                 Ok(None) => return Ok(Err(StoreError::Conflict)),

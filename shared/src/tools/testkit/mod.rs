@@ -53,6 +53,7 @@ use super::{Claim, Policy, Preflight, Registry, Tool, ToolDef, TypedTool, typed}
 use crate::jobs::{JobContext, JobError, Progress, ProgressSink, Step, tool_error_result};
 use crate::protocol::{ErrorObject, INVALID_PARAMS, McpError};
 use crate::task::{TaskRecord, TaskStatus};
+use crate::tenant::Tenant;
 
 /// Runs one tool the way the server does. Cheap to make; one per test is fine.
 pub struct ToolKit {
@@ -60,7 +61,7 @@ pub struct ToolKit {
     registry: Registry,
     client_capabilities: Value,
     save_every: Duration,
-    tenant: String,
+    tenant: Tenant,
 }
 
 impl ToolKit {
@@ -161,7 +162,7 @@ impl ToolKit {
             save_every: self.save_every,
             tenant: self.tenant.clone(),
             record: TaskRecord::new(
-                &self.tenant,
+                self.tenant.clone(),
                 "tsk_testkit".into(),
                 name,
                 None,
@@ -200,7 +201,7 @@ pub struct Job {
     arguments: Value,
     inline: bool,
     save_every: Duration,
-    tenant: String,
+    tenant: Tenant,
     /// The task as the store would hold it: status, saved checkpoint, requests, answers,
     /// result or error.
     record: TaskRecord,

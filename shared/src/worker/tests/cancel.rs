@@ -13,7 +13,10 @@ async fn a_cancel_at_once_under_a_live_run_stops_it_without_a_second_write() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let held = status(&r, &msg).await;
         assert!(held.lease.is_some(), "a run holds the task");
-        r.engine.cancel_at_once("t", &msg.task_id).await.unwrap();
+        r.engine
+            .cancel_at_once(TaskRef::new(&"t".into(), &msg.task_id))
+            .await
+            .unwrap();
         let t = status(&r, &msg).await;
         assert_eq!(
             t.status,
@@ -49,7 +52,10 @@ async fn cancel_racing_completion_ends_in_exactly_one_terminal_state() {
         let delay = Duration::from_millis(i % 20);
         let cancel = async {
             tokio::time::sleep(delay).await;
-            r.engine.cancel("t", &msg.task_id).await.unwrap();
+            r.engine
+                .cancel(TaskRef::new(&"t".into(), &msg.task_id))
+                .await
+                .unwrap();
         };
         let (out, ()) = tokio::join!(r.worker.handle(&msg, None), cancel);
         out.unwrap();
@@ -61,7 +67,10 @@ async fn cancel_racing_completion_ends_in_exactly_one_terminal_state() {
         assert_eq!(t.result.is_some(), t.status == TaskStatus::Completed);
         seen.insert(t.status);
         let before = t.clone();
-        r.engine.cancel("t", &msg.task_id).await.unwrap();
+        r.engine
+            .cancel(TaskRef::new(&"t".into(), &msg.task_id))
+            .await
+            .unwrap();
         r.worker.handle(&msg, None).await.unwrap();
         assert_eq!(
             status(&r, &msg).await,
@@ -85,7 +94,10 @@ async fn cancellation_is_seen_by_a_running_job_within_one_check_interval() {
     let run = tokio::spawn(async move { worker.handle(&m, None).await });
     tokio::time::sleep(Duration::from_millis(50)).await;
     let asked = Instant::now();
-    r.engine.cancel("t", &msg.task_id).await.unwrap();
+    r.engine
+        .cancel(TaskRef::new(&"t".into(), &msg.task_id))
+        .await
+        .unwrap();
     let out = run.await.unwrap().unwrap();
     assert_eq!(out, Outcome::Finished(TaskStatus::Cancelled));
     assert!(
@@ -148,7 +160,7 @@ async fn reads_of_a_running_job(checkpoint_ms: u64) -> usize {
     let worker = Worker::new(store.clone(), queue, tools, settings);
     engine
         .create_task(
-            "t",
+            &"t".into(),
             "count",
             json!({"n": 20, "ms": 50}),
             Value::Null,

@@ -41,7 +41,7 @@ async fn a_crashed_run_resumes_from_its_last_checkpoint_after_the_lease_expires(
 async fn a_panicking_step_fails_its_task_instead_of_the_worker() {
     let mut r = rig(fast());
     r.engine
-        .create_task("t", "boom", json!({}), Value::Null, json!({}))
+        .create_task(&"t".into(), "boom", json!({}), Value::Null, json!({}))
         .await
         .unwrap();
     let msg = r.rx.recv().await.unwrap();

@@ -84,7 +84,7 @@ async fn a_hung_store_call_never_holds_a_run_past_its_deadline() {
     let worker = Worker::new(store, queue, tools, settings);
     engine
         .create_task(
-            "t",
+            &"t".into(),
             "count",
             json!({"n": 100_000, "ms": 10}),
             Value::Null,

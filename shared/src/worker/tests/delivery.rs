@@ -34,7 +34,7 @@ async fn a_run_reads_its_arguments_once_from_wherever_they_were_stored() {
     assert_eq!(done.inline_arguments, None);
 
     let mut old = TaskRecord::new(
-        "t",
+        "t".into(),
         crate::task::new_task_id(),
         "count",
         None,
@@ -54,7 +54,7 @@ async fn a_run_reads_its_arguments_once_from_wherever_they_were_stored() {
 
     let msg = create(&mut r, json!({"n": 2})).await;
     // Gone from the store (a hand edit, a half-restored backup): a clear failure.
-    r.store.lose_arguments(&msg.tenant, &msg.task_id);
+    r.store.lose_arguments(msg.key());
     let out = r.worker.handle(&msg, None).await.unwrap();
     assert_eq!(out, Outcome::Finished(TaskStatus::Failed));
     let failed = status(&r, &msg).await;
@@ -102,7 +102,7 @@ async fn an_unknown_tool_is_waited_for_then_failed() {
         ..fast()
     });
     let young = TaskRecord::new(
-        "t",
+        "t".into(),
         crate::task::new_task_id(),
         "newer",
         None,
@@ -121,7 +121,7 @@ async fn an_unknown_tool_is_waited_for_then_failed() {
     assert_eq!(kept, young, "nothing written while waiting for the tool");
 
     let mut old = TaskRecord::new(
-        "t",
+        "t".into(),
         crate::task::new_task_id(),
         "newer",
         None,

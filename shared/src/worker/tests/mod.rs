@@ -119,7 +119,7 @@ fn fast() -> WorkerSettings {
 
 async fn create(r: &mut Rig, args: Value) -> WorkMessage {
     r.engine
-        .create_task("t", "count", args, Value::Null, json!({}))
+        .create_task(&"t".into(), "count", args, Value::Null, json!({}))
         .await
         .unwrap();
     r.rx.recv().await.unwrap()

@@ -74,7 +74,7 @@ fn sleeper_rig() -> (
 async fn short_sleeps_in_place_still_save_the_checkpoint() {
     let (store, engine, worker, mut rx) = sleeper_rig();
     engine
-        .create_task("t", "pacer", json!({}), Value::Null, json!({}))
+        .create_task(&"t".into(), "pacer", json!({}), Value::Null, json!({}))
         .await
         .unwrap();
     let msg = rx.recv().await.unwrap();
@@ -96,7 +96,7 @@ async fn short_sleeps_in_place_still_save_the_checkpoint() {
 async fn a_sleeping_job_is_parked_and_early_messages_are_given_back() {
     let (store, engine, worker, mut rx) = sleeper_rig();
     engine
-        .create_task("t", "sleeper", json!({}), Value::Null, json!({}))
+        .create_task(&"t".into(), "sleeper", json!({}), Value::Null, json!({}))
         .await
         .unwrap();
     let msg = rx.recv().await.unwrap();
@@ -148,13 +148,19 @@ async fn a_sleeping_job_is_parked_and_early_messages_are_given_back() {
 async fn a_sleeping_job_is_cancelled_at_once() {
     let (_store, engine, worker, mut rx) = sleeper_rig();
     let task = engine
-        .create_task("t", "sleeper", json!({}), Value::Null, json!({}))
+        .create_task(&"t".into(), "sleeper", json!({}), Value::Null, json!({}))
         .await
         .unwrap();
     let msg = rx.recv().await.unwrap();
     worker.handle(&msg, None).await.unwrap();
-    engine.cancel("t", &task.task_id).await.unwrap();
-    let now = engine.get("t", &task.task_id).await.unwrap();
+    engine
+        .cancel(TaskRef::new(&"t".into(), &task.task_id))
+        .await
+        .unwrap();
+    let now = engine
+        .get(TaskRef::new(&"t".into(), &task.task_id))
+        .await
+        .unwrap();
     assert_eq!(now.status, TaskStatus::Cancelled, "no run to wait for");
     // Its wake-up finds it over.
     let woke = rx.recv().await.unwrap();

@@ -10,7 +10,12 @@ async fn full_tenant() -> (Rig, Arc<MemoryRunSlots>) {
     settings.quotas.max_running_jobs = 1;
     let mut r = rig(settings);
     let slots = Arc::new(MemoryRunSlots::default());
-    assert!(slots.take("t", "another-run", 1, u64::MAX).await.unwrap());
+    assert!(
+        slots
+            .take(&"t".into(), "another-run", 1, u64::MAX)
+            .await
+            .unwrap()
+    );
     let worker = Arc::try_unwrap(r.worker)
         .ok()
         .expect("the rig's worker alone")
@@ -109,7 +114,7 @@ async fn a_lost_wait_is_taken_over_and_a_freed_place_runs_the_job() {
         "{out:?}"
     );
     // The place frees: the waiting message runs the job, and the mark is gone.
-    slots.release("t", "another-run").await.unwrap();
+    slots.release(&"t".into(), "another-run").await.unwrap();
     let Outcome::Deferred(next, _) = out else {
         unreachable!()
     };
