@@ -175,8 +175,12 @@ def findings(root: Path) -> list[str]:
         for lineno, line in enumerate(text.splitlines(), 1):
             if comment and line.lstrip().startswith(comment):
                 continue
-            bases = bases_for(root, rel, line, owners)
+            bases = None
             for m in UP_RUN.finditer(line):
+                # Where the line's relative paths resolve from: asked only of a line that climbs
+                # (it reads manifests, and most lines have no `..` at all).
+                if bases is None:
+                    bases = bases_for(root, rel, line, owners)
                 ups = m.group(1).count("..")
                 glued = m.start() > 0 and line[m.start() - 1] == "/"
                 candidates = bases[:1] if glued else bases
