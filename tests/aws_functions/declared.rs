@@ -247,20 +247,7 @@ async fn manifests_a_function_cannot_serve_fail_its_cold_start() {
         let path = dir.path().join(format!("tools-{i}.toml"));
         std::fs::write(&path, manifest).unwrap();
         for (who, exe) in [("mcp", &bins.mcp), ("worker", &bins.worker)] {
-            let env = [
-                ("AWS_REGION", "us-east-1"),
-                ("AWS_ACCESS_KEY_ID", "test"),
-                ("AWS_SECRET_ACCESS_KEY", "test"),
-                ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
-                ("AWS_LAMBDA_FUNCTION_NAME", who),
-                ("TABLE_NAME", "t"),
-                ("QUEUE_URL", "http://127.0.0.1:1/000000000000/q"),
-                ("STATE_KEY", "a-declared-tools-test-key-of-32-chars"),
-                ("AUTH_MODE", "none"),
-                ("MAX_RECEIVES", "5"),
-                ("TOOLS_MANIFEST", path.to_str().unwrap()),
-                ("TOOL_TARGET_FUNCTIONS", granted),
-            ];
+            let env = manifest_env(who, &path, &[("TOOL_TARGET_FUNCTIONS", granted)]);
             let solo = Solo::spawn(who, exe, &env).await;
             let err = solo
                 .init(Duration::from_secs(20))
@@ -269,4 +256,28 @@ async fn manifests_a_function_cannot_serve_fail_its_cold_start() {
             assert!(err.contains(says), "{who}: {err}");
         }
     }
+}
+
+/// The environment of a function serving the manifest at `path`, no AWS endpoint reachable (a
+/// manifest is checked at the cold start, before any is used), with `extra` added.
+pub(crate) fn manifest_env<'a>(
+    who: &'a str,
+    path: &'a std::path::Path,
+    extra: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    let mut env = vec![
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
+        ("AWS_LAMBDA_FUNCTION_NAME", who),
+        ("TABLE_NAME", "t"),
+        ("QUEUE_URL", "http://127.0.0.1:1/000000000000/q"),
+        ("STATE_KEY", "a-declared-tools-test-key-of-32-chars"),
+        ("AUTH_MODE", "none"),
+        ("MAX_RECEIVES", "5"),
+        ("TOOLS_MANIFEST", path.to_str().unwrap()),
+    ];
+    env.extend_from_slice(extra);
+    env
 }

@@ -115,21 +115,14 @@ async fn secrets_a_function_cannot_have_fail_its_cold_start() {
     ];
     for (granted, says) in cases {
         for (who, exe) in [("mcp", &bins.mcp), ("worker", &bins.worker)] {
-            let env = [
-                ("AWS_REGION", "us-east-1"),
-                ("AWS_ACCESS_KEY_ID", "test"),
-                ("AWS_SECRET_ACCESS_KEY", "test"),
-                ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
-                ("AWS_ENDPOINT_URL_SECRETS_MANAGER", denied.url.as_str()),
-                ("AWS_LAMBDA_FUNCTION_NAME", who),
-                ("TABLE_NAME", "t"),
-                ("QUEUE_URL", "http://127.0.0.1:1/000000000000/q"),
-                ("STATE_KEY", "a-declared-tools-test-key-of-32-chars"),
-                ("AUTH_MODE", "none"),
-                ("MAX_RECEIVES", "5"),
-                ("TOOLS_MANIFEST", path.to_str().unwrap()),
-                ("TOOL_SECRET_ARNS", granted),
-            ];
+            let env = super::declared::manifest_env(
+                who,
+                &path,
+                &[
+                    ("AWS_ENDPOINT_URL_SECRETS_MANAGER", denied.url.as_str()),
+                    ("TOOL_SECRET_ARNS", granted),
+                ],
+            );
             let solo = Solo::spawn(who, exe, &env).await;
             let err = solo
                 .init(Duration::from_secs(20))
