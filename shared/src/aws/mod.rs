@@ -37,6 +37,8 @@ pub mod secrets;
 #[cfg(feature = "contracts")]
 pub mod serial;
 pub mod sqs;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod xray;
 
 /// Loads the shared SDK configuration once (region, credentials, endpoint overrides). Build
@@ -295,6 +297,7 @@ mod tests {
             );
         }
     }
+    use super::testing::sdk_at;
     use crate::queue::{WorkKind, WorkMessage, WorkQueue as _};
     use crate::store::TaskStore as _;
     use tokio::io::AsyncReadExt as _;
@@ -313,18 +316,6 @@ mod tests {
             }
         });
         format!("http://{addr}")
-    }
-
-    async fn sdk_at(endpoint: &str) -> aws_config::SdkConfig {
-        aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .http_client(super::https_client())
-            .region(aws_config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-                "test", "test", None, None, "test",
-            ))
-            .endpoint_url(endpoint)
-            .load()
-            .await
     }
 
     /// A hung endpoint makes store and queue calls fail (after the operation timeout, about

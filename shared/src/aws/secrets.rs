@@ -126,70 +126,10 @@ fn failure<E: ProvideErrorMetadata, R>(e: &SdkError<E, R>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-
-    /// A stand-in Secrets Manager endpoint answering every request with `status` and `body`;
-    /// returns its URL and the requests it received.
-    async fn stand_in(
-        status: u16,
-        body: &'static str,
-    ) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let log = seen.clone();
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                let log = log.clone();
-                tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    // Read the head, then as many body bytes as it announces.
-                    loop {
-                        let n = socket.read(&mut chunk).await.unwrap_or(0);
-                        if n == 0 {
-                            return;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                        let text = String::from_utf8_lossy(&buf).to_string();
-                        if let Some(end) = text.find("\r\n\r\n") {
-                            let len = text[..end]
-                                .lines()
-                                .find_map(|l| {
-                                    let (k, v) = l.split_once(':')?;
-                                    k.eq_ignore_ascii_case("content-length")
-                                        .then(|| v.trim().parse::<usize>().ok())?
-                                })
-                                .unwrap_or(0);
-                            if buf.len() >= end + 4 + len {
-                                log.lock().unwrap().push(text);
-                                break;
-                            }
-                        }
-                    }
-                    let reply = format!(
-                        "HTTP/1.1 {status} X\r\ncontent-type: application/x-amz-json-1.1\r\n\
-                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = socket.write_all(reply.as_bytes()).await;
-                });
-            }
-        });
-        (format!("http://{addr}"), seen)
-    }
+    use crate::aws::testing::answering as stand_in;
 
     async fn client_at(endpoint: &str) -> aws_sdk_secretsmanager::Client {
-        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .http_client(crate::aws::https_client())
-            .region(aws_config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_secretsmanager::config::Credentials::new(
-                "test", "test", None, None, "test",
-            ))
-            .endpoint_url(endpoint)
-            .load()
-            .await;
-        secretsmanager_client(&sdk)
+        secretsmanager_client(&crate::aws::testing::sdk_at(endpoint).await)
     }
 
     const ARN: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:state-key-AbCdEf";

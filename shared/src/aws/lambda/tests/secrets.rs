@@ -2,40 +2,11 @@
 
 use super::*;
 
-/// An SDK configuration whose every endpoint is `endpoint`.
-async fn sdk_at(endpoint: &str) -> aws_config::SdkConfig {
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .http_client(crate::aws::https_client())
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-            "test", "test", None, None, "test",
-        ))
-        .endpoint_url(endpoint)
-        .load()
-        .await
-}
+use crate::aws::testing::sdk_at;
 
 /// A stand-in Secrets Manager that answers every request with `body` (status 200).
 async fn secrets_stand_in(body: &'static str) -> String {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                // The SDK's request fits one read on loopback; the answer closes the connection.
-                let mut buf = [0u8; 8192];
-                let _ = socket.read(&mut buf).await;
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.1\r\n\
-                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = socket.write_all(reply.as_bytes()).await;
-            });
-        }
-    });
-    format!("http://{addr}")
+    crate::aws::testing::answering(200, body).await.0
 }
 
 /// The key read from the secret is the key the same text in `STATE_KEY` gives (a stack
