@@ -6,7 +6,7 @@ use std::future::Future;
 
 use serde_json::{Value, json};
 
-use super::{StoreError, TaskRef, TaskStore};
+use super::{StoreError, TaskKey, TaskStore};
 use crate::task::{TaskRecord, TaskStatus, new_task_id};
 use crate::tenant::Tenant;
 
@@ -27,11 +27,10 @@ pub fn task(tenant: &str, ttl_ms: Option<u64>) -> TaskRecord {
 }
 
 /// Task `task_id` of `tenant`, named apart from any record (the checks also ask for a task
-/// as another tenant).
-/// The tenant is leaked (a few bytes a check, in test builds only), so that a check reads as
-/// one call, as the store's callers do.
-fn id<'a>(tenant: &str, task_id: &'a str) -> TaskRef<'a> {
-    TaskRef::new(Box::leak(Box::new(Tenant::from(tenant))), task_id)
+/// as another tenant): `key(..).borrowed()` is what a store's call on one task takes, and the
+/// key lives to the end of the statement that makes it.
+fn key(tenant: &str, task_id: &str) -> TaskKey {
+    TaskKey::new(Tenant::from(tenant), task_id)
 }
 
 /// A record in (nearly) every field a running task may hold, with fixed times and a tenant
@@ -103,8 +102,14 @@ where
 async fn create_then_get_round_trips(s: &impl TaskStore) {
     let t = task("a", Some(60_000));
     s.create(&t, &args()).await.unwrap();
-    assert_eq!(s.get(id("a", &t.task_id)).await.unwrap(), Some(t.clone()));
-    assert_eq!(s.get(id("a", "tsk_missing")).await.unwrap(), None);
+    assert_eq!(
+        s.get(key("a", &t.task_id).borrowed()).await.unwrap(),
+        Some(t.clone())
+    );
+    assert_eq!(
+        s.get(key("a", "tsk_missing").borrowed()).await.unwrap(),
+        None
+    );
 }
 
 async fn create_twice_conflicts(s: &impl TaskStore) {
@@ -119,27 +124,40 @@ async fn create_twice_conflicts(s: &impl TaskStore) {
 async fn another_tenant_sees_nothing(s: &impl TaskStore) {
     let t = task("a", None);
     s.create(&t, &args()).await.unwrap();
-    assert_eq!(s.get(id("b", &t.task_id)).await.unwrap(), None);
+    assert_eq!(s.get(key("b", &t.task_id).borrowed()).await.unwrap(), None);
     let mut foreign = t.clone();
     foreign.tenant = "b".into();
     assert!(matches!(
         s.update(&foreign).await,
         Err(StoreError::Conflict)
     ));
-    s.delete(id("b", &t.task_id)).await.unwrap();
-    assert!(s.get(id("a", &t.task_id)).await.unwrap().is_some());
+    s.delete(key("b", &t.task_id).borrowed()).await.unwrap();
+    assert!(
+        s.get(key("a", &t.task_id).borrowed())
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 async fn update_requires_the_read_version(s: &impl TaskStore) {
     let t = task("a", None);
     s.create(&t, &args()).await.unwrap();
-    let mut read = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
+    let mut read = s
+        .get(key("a", &t.task_id).borrowed())
+        .await
+        .unwrap()
+        .unwrap();
     read.status_message = Some("step 1".into());
     let v = s.update(&read).await.unwrap();
     assert_eq!(v, read.version + 1);
     // The same stale version again loses.
     assert!(matches!(s.update(&read).await, Err(StoreError::Conflict)));
-    let now = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
+    let now = s
+        .get(key("a", &t.task_id).borrowed())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(now.version, v);
     assert_eq!(now.status_message.as_deref(), Some("step 1"));
 }
@@ -147,28 +165,48 @@ async fn update_requires_the_read_version(s: &impl TaskStore) {
 async fn terminal_records_are_never_overwritten(s: &impl TaskStore) {
     let t = task("a", None);
     s.create(&t, &args()).await.unwrap();
-    let mut done = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
+    let mut done = s
+        .get(key("a", &t.task_id).borrowed())
+        .await
+        .unwrap()
+        .unwrap();
     done.complete(json!({"content": []})).unwrap();
     s.update(&done).await.unwrap();
-    let mut again = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
+    let mut again = s
+        .get(key("a", &t.task_id).borrowed())
+        .await
+        .unwrap()
+        .unwrap();
     // Even a write that bypasses the status machine is refused by the store.
     again.status = TaskStatus::Working;
     assert!(matches!(s.update(&again).await, Err(StoreError::Conflict)));
-    let now = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
+    let now = s
+        .get(key("a", &t.task_id).borrowed())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(now.status, TaskStatus::Completed);
 }
 
 async fn only_one_of_two_racing_writers_wins(s: &impl TaskStore) {
     let t = task("a", None);
     s.create(&t, &args()).await.unwrap();
-    let read = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
+    let read = s
+        .get(key("a", &t.task_id).borrowed())
+        .await
+        .unwrap()
+        .unwrap();
     let mut completes = read.clone();
     completes.complete(json!({"content": []})).unwrap();
     let mut cancels = read.clone();
     cancels.cancel().unwrap();
     let (a, b) = tokio::join!(s.update(&completes), s.update(&cancels));
     assert!(a.is_ok() != b.is_ok(), "exactly one writer wins");
-    let now = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
+    let now = s
+        .get(key("a", &t.task_id).borrowed())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(now.status.is_terminal());
 }
 
@@ -179,7 +217,11 @@ async fn active_and_expired_listings_track_status_and_ttl(s: &impl TaskStore) {
     s.create(&short, &args()).await.unwrap();
     let active = s.list_active(None, 100).await.unwrap();
     assert_eq!(active.len(), 2);
-    let mut done = s.get(id("a", &live.task_id)).await.unwrap().unwrap();
+    let mut done = s
+        .get(key("a", &live.task_id).borrowed())
+        .await
+        .unwrap()
+        .unwrap();
     done.fail(crate::protocol::ErrorObject::internal("boom"))
         .unwrap();
     s.update(&done).await.unwrap();
@@ -311,13 +353,21 @@ async fn active_listing_pages_cover_every_task_once(s: &impl TaskStore) {
 async fn oversized_records_are_refused_and_change_nothing(s: &impl TaskStore) {
     let t = task("a", None);
     s.create(&t, &args()).await.unwrap();
-    let mut big = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
+    let mut big = s
+        .get(key("a", &t.task_id).borrowed())
+        .await
+        .unwrap()
+        .unwrap();
     big.complete(
         json!({"content": [{"type": "text", "text": "x".repeat(super::MAX_RECORD_BYTES)}]}),
     )
     .unwrap();
     assert!(matches!(s.update(&big).await, Err(StoreError::TooLarge(_))));
-    let now = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
+    let now = s
+        .get(key("a", &t.task_id).borrowed())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(now.status, TaskStatus::Working);
     let mut huge = task("a", None);
     huge.checkpoint = json!("y".repeat(super::MAX_RECORD_BYTES));
@@ -325,16 +375,24 @@ async fn oversized_records_are_refused_and_change_nothing(s: &impl TaskStore) {
         s.create(&huge, &args()).await,
         Err(StoreError::TooLarge(_))
     ));
-    assert_eq!(s.get(id("a", &huge.task_id)).await.unwrap(), None);
-    assert_eq!(s.arguments(id("a", &huge.task_id)).await.unwrap(), None);
+    assert_eq!(
+        s.get(key("a", &huge.task_id).borrowed()).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        s.arguments(key("a", &huge.task_id).borrowed())
+            .await
+            .unwrap(),
+        None
+    );
 }
 
 async fn delete_removes_and_is_idempotent(s: &impl TaskStore) {
     let t = task("a", Some(10));
     s.create(&t, &args()).await.unwrap();
-    s.delete(id("a", &t.task_id)).await.unwrap();
-    s.delete(id("a", &t.task_id)).await.unwrap();
-    assert_eq!(s.get(id("a", &t.task_id)).await.unwrap(), None);
+    s.delete(key("a", &t.task_id).borrowed()).await.unwrap();
+    s.delete(key("a", &t.task_id).borrowed()).await.unwrap();
+    assert_eq!(s.get(key("a", &t.task_id).borrowed()).await.unwrap(), None);
     assert!(s.list_active(None, 10).await.unwrap().is_empty());
     assert!(s.list_expired(u64::MAX, 10).await.unwrap().is_empty());
 }

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{id, task};
+use super::{key, task};
 use crate::store::{StoreError, TaskStore};
 
 pub(super) async fn arguments_are_written_once_and_read_back_exactly(s: &impl TaskStore) {
@@ -22,15 +22,27 @@ pub(super) async fn arguments_are_written_once_and_read_back_exactly(s: &impl Ta
     let t = task("a", Some(60_000));
     s.create(&t, &given).await.unwrap();
     assert_eq!(
-        s.arguments(id("a", &t.task_id)).await.unwrap(),
+        s.arguments(key("a", &t.task_id).borrowed()).await.unwrap(),
         Some(given.clone())
     );
     // Never part of the record a reader of the task gets.
-    let read = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
+    let read = s
+        .get(key("a", &t.task_id).borrowed())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(read.inline_arguments, None);
     // Another tenant, an unknown task, a key-like id: nothing.
-    assert_eq!(s.arguments(id("b", &t.task_id)).await.unwrap(), None);
-    assert_eq!(s.arguments(id("a", "tsk_missing")).await.unwrap(), None);
+    assert_eq!(
+        s.arguments(key("b", &t.task_id).borrowed()).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        s.arguments(key("a", "tsk_missing").borrowed())
+            .await
+            .unwrap(),
+        None
+    );
     // A second create of the same key conflicts and leaves the first arguments.
     let mut again = t.clone();
     again.status_message = Some("again".into());
@@ -38,12 +50,17 @@ pub(super) async fn arguments_are_written_once_and_read_back_exactly(s: &impl Ta
         s.create(&again, &json!({"other": true})).await,
         Err(StoreError::Conflict)
     ));
-    assert_eq!(s.arguments(id("a", &t.task_id)).await.unwrap(), Some(given));
+    assert_eq!(
+        s.arguments(key("a", &t.task_id).borrowed()).await.unwrap(),
+        Some(given)
+    );
     // Arguments of any JSON type are kept (the engine only ever stores objects).
     let scalar = task("a", None);
     s.create(&scalar, &json!(7)).await.unwrap();
     assert_eq!(
-        s.arguments(id("a", &scalar.task_id)).await.unwrap(),
+        s.arguments(key("a", &scalar.task_id).borrowed())
+            .await
+            .unwrap(),
         Some(json!(7))
     );
 }
@@ -52,25 +69,43 @@ pub(super) async fn arguments_survive_every_record_write_and_go_with_delete(s: &
     let given = json!({"seconds": 3, "pad": "p".repeat(50_000)});
     let t = task("a", Some(60_000));
     s.create(&t, &given).await.unwrap();
-    let mut cur = s.get(id("a", &t.task_id)).await.unwrap().unwrap();
+    let mut cur = s
+        .get(key("a", &t.task_id).borrowed())
+        .await
+        .unwrap()
+        .unwrap();
     for i in 0..3 {
         cur.checkpoint = json!({"step": i});
         cur.version = s.update(&cur).await.unwrap();
     }
     cur.complete(json!({"content": []})).unwrap();
     s.update(&cur).await.unwrap();
-    assert_eq!(s.arguments(id("a", &t.task_id)).await.unwrap(), Some(given));
-    s.delete(id("a", &t.task_id)).await.unwrap();
-    assert_eq!(s.arguments(id("a", &t.task_id)).await.unwrap(), None);
+    assert_eq!(
+        s.arguments(key("a", &t.task_id).borrowed()).await.unwrap(),
+        Some(given)
+    );
+    s.delete(key("a", &t.task_id).borrowed()).await.unwrap();
+    assert_eq!(
+        s.arguments(key("a", &t.task_id).borrowed()).await.unwrap(),
+        None
+    );
     // A record of an earlier build, with its arguments inline, keeps them through updates.
     let mut old = task("a", None);
     old.inline_arguments = Some(json!({"inline": 1}));
     s.create(&old, &Value::Null).await.unwrap();
-    let mut cur = s.get(id("a", &old.task_id)).await.unwrap().unwrap();
+    let mut cur = s
+        .get(key("a", &old.task_id).borrowed())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(cur.inline_arguments, Some(json!({"inline": 1})));
     cur.checkpoint = json!(1);
     s.update(&cur).await.unwrap();
-    let cur = s.get(id("a", &old.task_id)).await.unwrap().unwrap();
+    let cur = s
+        .get(key("a", &old.task_id).borrowed())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(cur.inline_arguments, Some(json!({"inline": 1})));
 }
 
@@ -81,10 +116,16 @@ pub(super) async fn oversized_arguments_are_refused_and_store_nothing(s: &impl T
         s.create(&t, &huge).await,
         Err(StoreError::TooLarge(_))
     ));
-    assert_eq!(s.get(id("a", &t.task_id)).await.unwrap(), None);
-    assert_eq!(s.arguments(id("a", &t.task_id)).await.unwrap(), None);
+    assert_eq!(s.get(key("a", &t.task_id).borrowed()).await.unwrap(), None);
+    assert_eq!(
+        s.arguments(key("a", &t.task_id).borrowed()).await.unwrap(),
+        None
+    );
     // Just under the bound fits, beside a record of ordinary size.
     let fits = json!("z".repeat(crate::store::MAX_RECORD_BYTES - 2));
     s.create(&t, &fits).await.unwrap();
-    assert_eq!(s.arguments(id("a", &t.task_id)).await.unwrap(), Some(fits));
+    assert_eq!(
+        s.arguments(key("a", &t.task_id).borrowed()).await.unwrap(),
+        Some(fits)
+    );
 }

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{args, id, task};
+use super::{args, key, task};
 use crate::store::{StoreError, TaskStore};
 
 /// Stores a fresh task of `tenant` within `max`: whether it was stored.
@@ -29,8 +29,11 @@ pub(super) async fn racing_creations_never_pass_the_limit(s: &impl TaskStore) {
     assert_eq!(listed.len(), 4);
     // A refused task left nothing behind: no record, no arguments.
     for (t, stored) in tasks.iter().zip(&outcomes) {
-        let record = s.get(id("race", &t.task_id)).await.unwrap();
-        let arguments = s.arguments(id("race", &t.task_id)).await.unwrap();
+        let record = s.get(key("race", &t.task_id).borrowed()).await.unwrap();
+        let arguments = s
+            .arguments(key("race", &t.task_id).borrowed())
+            .await
+            .unwrap();
         assert_eq!(record.is_some(), *stored);
         assert_eq!(arguments.is_some(), *stored);
     }

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{args, id, task};
+use super::{args, key, task};
 use crate::store::TaskStore;
 use crate::task::TaskRecord;
 use crate::tenant::Tenant;
@@ -55,7 +55,10 @@ pub(super) async fn tenant_listing_shows_only_that_tenants_active_tasks(s: &impl
         for t in &listed {
             assert_eq!(t.tenant, *tenant);
             assert_eq!(
-                s.get(id(tenant, &t.task_id)).await.unwrap().as_ref(),
+                s.get(key(tenant, &t.task_id).borrowed())
+                    .await
+                    .unwrap()
+                    .as_ref(),
                 Some(t)
             );
         }
@@ -114,23 +117,26 @@ pub(super) async fn tenant_listing_tracks_updates_and_terminal_transitions(s: &i
     }
     ids.sort();
     // A non-terminal change keeps the task listed, as it now reads.
-    let mut moved = s.get(id("t", &ids[0])).await.unwrap().unwrap();
+    let mut moved = s.get(key("t", &ids[0]).borrowed()).await.unwrap().unwrap();
     moved.status_message = Some("half way".into());
     s.update(&moved).await.unwrap();
-    let mut cancelled = s.get(id("t", &ids[1])).await.unwrap().unwrap();
+    let mut cancelled = s.get(key("t", &ids[1]).borrowed()).await.unwrap().unwrap();
     cancelled.cancel().unwrap();
     s.update(&cancelled).await.unwrap();
-    let mut failed = s.get(id("t", &ids[2])).await.unwrap().unwrap();
+    let mut failed = s.get(key("t", &ids[2]).borrowed()).await.unwrap().unwrap();
     failed
         .fail(crate::protocol::ErrorObject::internal("boom"))
         .unwrap();
     s.update(&failed).await.unwrap();
     let listed = s.list_tenant_active(&"t".into(), None, 10).await.unwrap();
     assert_eq!(listed.len(), 2);
-    assert_eq!(listed[0], s.get(id("t", &ids[0])).await.unwrap().unwrap());
+    assert_eq!(
+        listed[0],
+        s.get(key("t", &ids[0]).borrowed()).await.unwrap().unwrap()
+    );
     assert_eq!(listed[0].status_message.as_deref(), Some("half way"));
     assert_eq!(listed[1].task_id, ids[3]);
-    s.delete(id("t", &ids[3])).await.unwrap();
+    s.delete(key("t", &ids[3]).borrowed()).await.unwrap();
     let listed = s.list_tenant_active(&"t".into(), None, 10).await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].task_id, ids[0]);
@@ -179,10 +185,10 @@ pub(super) async fn tenant_listing_pages_cover_every_task_once_in_order(s: &impl
 
     // `after` may have left the listing since it was returned (finished, deleted), or be an
     // id that never was the tenant's.
-    let mut done = s.get(id("p", &want[4])).await.unwrap().unwrap();
+    let mut done = s.get(key("p", &want[4]).borrowed()).await.unwrap().unwrap();
     done.cancel().unwrap();
     s.update(&done).await.unwrap();
-    s.delete(id("p", &want[5])).await.unwrap();
+    s.delete(key("p", &want[5]).borrowed()).await.unwrap();
     let ids = |page: Vec<TaskRecord>| page.into_iter().map(|t| t.task_id).collect::<Vec<_>>();
     let after_done = s
         .list_tenant_active(&"p".into(), Some(&want[4]), 3)
