@@ -16,6 +16,7 @@ mod examples;
 mod manifests;
 mod overhead;
 mod secrets;
+mod signed;
 #[path = "../support/mod.rs"]
 mod support;
 

@@ -34,6 +34,7 @@ pub mod invoke;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 pub mod secrets;
+pub mod signed;
 #[cfg(feature = "contracts")]
 pub mod serial;
 pub mod sqs;

@@ -37,6 +37,8 @@ pub enum TargetKind {
         url: String,
         /// The secret header, if any.
         secret: Option<HttpSecret>,
+        /// The AWS service each request is signed for (SigV4), if any.
+        sigv4: Option<String>,
     },
     /// A program and its arguments, with the variables it is given.
     Command {

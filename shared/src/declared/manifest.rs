@@ -100,6 +100,9 @@ struct TargetSpec {
     /// `command`: environment variables passed on to the program.
     #[serde(default)]
     env: Option<Vec<String>>,
+    /// `http`: sign each request with AWS Signature Version 4 for this service.
+    #[serde(default)]
+    sigv4: Option<String>,
 }
 
 /// A manifest, read and checked.
@@ -203,9 +206,9 @@ impl Manifest {
                     }
                     Arc::new(CommandTarget::new(argv, env, host).map_err(fail)?)
                 }
-                TargetKind::Http { url, secret } => {
-                    Arc::new(HttpTarget::new(url, secret.as_ref(), host).map_err(fail)?)
-                }
+                TargetKind::Http { url, secret, sigv4 } => Arc::new(
+                    HttpTarget::new(url, secret.as_ref(), sigv4.as_deref(), host).map_err(fail)?,
+                ),
                 TargetKind::Lambda(function) => match &host.lambda {
                     Some(invoker) => Arc::new(super::LambdaTarget {
                         function: function.clone(),
@@ -342,6 +345,9 @@ fn target(t: TargetSpec) -> Result<TargetKind, String> {
     if kinds.iter().filter(|k| **k).count() != 1 {
         return Err("target must be exactly one of lambda, http or command".into());
     }
+    if t.sigv4.is_some() && t.http.is_none() {
+        return Err("sigv4 signs the requests of an http target only".into());
+    }
     let http_only = t.header.is_some() || t.secret_env.is_some() || t.secret_arn.is_some();
     if let Some(function) = t.lambda {
         if http_only || t.env.is_some() {
@@ -387,7 +393,8 @@ fn target(t: TargetSpec) -> Result<TargetKind, String> {
                 arn,
             }),
         };
-        return Ok(TargetKind::Http { url, secret });
+        let sigv4 = t.sigv4.map(sigv4_service).transpose()?;
+        return Ok(TargetKind::Http { url, secret, sigv4 });
     }
     let argv = t.command.unwrap_or_default();
     if http_only {
@@ -404,6 +411,24 @@ fn target(t: TargetSpec) -> Result<TargetKind, String> {
         ));
     }
     Ok(TargetKind::Command { argv, env })
+}
+
+/// A `sigv4` service name (`execute-api`, `lambda`, `vpc-lattice-svcs`, …): 1 to 64 of
+/// a-z 0-9 and `-`.
+fn sigv4_service(name: String) -> Result<String, String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    match ok {
+        true => Ok(name),
+        false => Err(format!(
+            "sigv4 must be an AWS service name to sign for (1 to 64 of a-z 0-9 -, e.g. \
+             \"execute-api\"): {}",
+            crate::protocol::truncate(&name, 64)
+        )),
+    }
 }
 
 /// Whether `arn` is a Secrets Manager secret's ARN, as IAM grants it (the full ARN, with the
