@@ -158,7 +158,10 @@ async fn signed_steps_pass_an_independent_check_and_carry_the_tasks_trace() {
         .env("AWS_REGION", "eu-west-1")
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .env("AWS_CONFIG_FILE", dir.path().join("no-config"))
-        .env("AWS_SHARED_CREDENTIALS_FILE", dir.path().join("no-credentials"));
+        .env(
+            "AWS_SHARED_CREDENTIALS_FILE",
+            dir.path().join("no-credentials"),
+        );
     let s = Server::spawn(
         cmd,
         &dir.path().join("data"),

@@ -141,7 +141,11 @@ async fn refusals_are_classified_and_say_nothing_the_answer_held() {
             r#"{"__type":"ServiceException"}"#,
             TargetError::Unreachable,
         ),
-        (400, r#"{"__type":"InvalidParameterValueException"}"#, TargetError::InvokeRefused("refused")),
+        (
+            400,
+            r#"{"__type":"InvalidParameterValueException"}"#,
+            TargetError::InvokeRefused("refused"),
+        ),
     ];
     for (status, body, want) in cases {
         let (url, _) = answering(status, body).await;

@@ -34,9 +34,9 @@ pub mod invoke;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 pub mod secrets;
-pub mod signed;
 #[cfg(feature = "contracts")]
 pub mod serial;
+pub mod signed;
 pub mod sqs;
 #[cfg(test)]
 pub(crate) mod testing;

@@ -100,7 +100,8 @@ pub async fn secret_string(
     if let Some(v) = version {
         request["VersionId"] = v.into();
     }
-    let body = serde_json::to_vec(&request).map_err(|_| unreadable("the request could not be built"))?;
+    let body =
+        serde_json::to_vec(&request).map_err(|_| unreadable("the request could not be built"))?;
     let t = Timeouts::SECRETS_MANAGER;
     let started = tokio::time::Instant::now();
     let mut attempt = 0u32;
@@ -122,7 +123,11 @@ pub async fn secret_string(
             .await;
         let again = match &result {
             Err(CallError::Timeout | CallError::Unreachable) => true,
-            Ok(a) => a.status >= 500 || a.status == 429 || a.error_code().as_deref() == Some("ThrottlingException"),
+            Ok(a) => {
+                a.status >= 500
+                    || a.status == 429
+                    || a.error_code().as_deref() == Some("ThrottlingException")
+            }
             Err(_) => false,
         };
         let pause = Duration::from_millis(100 << attempt);
@@ -133,7 +138,9 @@ pub async fn secret_string(
     };
     let answer = answer.map_err(|e| unreadable(&e.to_string()))?;
     if answer.status != 200 {
-        let code = answer.error_code().unwrap_or_else(|| format!("HTTP {}", answer.status));
+        let code = answer
+            .error_code()
+            .unwrap_or_else(|| format!("HTTP {}", answer.status));
         return Err(unreadable(&code));
     }
     #[derive(serde::Deserialize)]
@@ -141,7 +148,8 @@ pub async fn secret_string(
         #[serde(rename = "SecretString")]
         secret_string: Option<String>,
     }
-    let value: Value = serde_json::from_slice(&answer.body).map_err(|_| unreadable("unreadable answer"))?;
+    let value: Value =
+        serde_json::from_slice(&answer.body).map_err(|_| unreadable("unreadable answer"))?;
     value
         .secret_string
         .map(SecretString)

@@ -118,7 +118,11 @@ impl Signer {
     /// Signs `request` (its method, URL, headers and body as they are now) for `service`,
     /// adding `Authorization`, `X-Amz-Date` and, with temporary credentials,
     /// `X-Amz-Security-Token`. Headers added afterwards are not signed.
-    pub async fn sign(&self, service: &str, request: &mut reqwest::Request) -> Result<(), SignError> {
+    pub async fn sign(
+        &self,
+        service: &str,
+        request: &mut reqwest::Request,
+    ) -> Result<(), SignError> {
         let region = self.region.as_deref().ok_or(SignError::NoRegion)?;
         let identity = self.credentials().await?.into();
         let params = v4::SigningParams::builder()
@@ -270,7 +274,10 @@ impl std::fmt::Debug for AwsApi {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AwsApi")
             .field("service", &self.service.id)
-            .field("endpoint", &self.endpoint.as_ref().map(reqwest::Url::as_str))
+            .field(
+                "endpoint",
+                &self.endpoint.as_ref().map(reqwest::Url::as_str),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -292,7 +299,9 @@ impl AwsApi {
                     .connect_timeout(CONNECT_TIMEOUT)
                     .pool_idle_timeout(Duration::from_secs(90))
                     .build()
-                    .inspect_err(|e| tracing::error!(error = %e, "an AWS API client cannot be built"))
+                    .inspect_err(
+                        |e| tracing::error!(error = %e, "an AWS API client cannot be built"),
+                    )
                     .ok()
             }),
         }
@@ -325,7 +334,10 @@ impl AwsApi {
         for (k, v) in headers {
             request = request.header(*k, *v);
         }
-        let mut request = request.body(body).build().map_err(|_| CallError::NoEndpoint)?;
+        let mut request = request
+            .body(body)
+            .build()
+            .map_err(|_| CallError::NoEndpoint)?;
         self.signer
             .sign(self.service.signing_name, &mut request)
             .await?;
@@ -334,10 +346,13 @@ impl AwsApi {
                 request.headers_mut().insert(*k, v);
             }
         }
-        let response = http.execute(request).await.map_err(|e| match e.is_timeout() {
-            true => CallError::Timeout,
-            false => CallError::Unreachable,
-        })?;
+        let response = http
+            .execute(request)
+            .await
+            .map_err(|e| match e.is_timeout() {
+                true => CallError::Timeout,
+                false => CallError::Unreachable,
+            })?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         if !(200..300).contains(&status) {
@@ -351,11 +366,13 @@ impl AwsApi {
                 body,
             });
         }
-        let body = read_bounded(response, max_body).await.map_err(|e| match e {
-            Cut::TooLarge => CallError::TooLarge(max_body),
-            Cut::Timeout => CallError::Timeout,
-            Cut::Broken => CallError::Unreachable,
-        })?;
+        let body = read_bounded(response, max_body)
+            .await
+            .map_err(|e| match e {
+                Cut::TooLarge => CallError::TooLarge(max_body),
+                Cut::Timeout => CallError::Timeout,
+                Cut::Broken => CallError::Unreachable,
+            })?;
         Ok(Answer {
             status,
             headers,

@@ -54,11 +54,19 @@ fn an_error_code_is_the_code_alone() {
     };
     let code = |h, b| answer(h, b).error_code();
     assert_eq!(
-        code(Some("ResourceNotFoundException:http://internal.amazon.com/"), "").as_deref(),
+        code(
+            Some("ResourceNotFoundException:http://internal.amazon.com/"),
+            ""
+        )
+        .as_deref(),
         Some("ResourceNotFoundException")
     );
     assert_eq!(
-        code(None, r#"{"__type":"com.amazonaws.secretsmanager#AccessDeniedException"}"#).as_deref(),
+        code(
+            None,
+            r#"{"__type":"com.amazonaws.secretsmanager#AccessDeniedException"}"#
+        )
+        .as_deref(),
         Some("AccessDeniedException")
     );
     assert_eq!(code(None, r#"{"__type":"a b c <script>"}"#), None);

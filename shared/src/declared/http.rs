@@ -140,10 +140,7 @@ fn secret_value(secret: &HttpSecret, host: &TargetHost) -> Result<(String, Strin
 /// is the X-Ray root's 32 hex digits, its parent the header's, sampled as it says); else its
 /// trace id is the task's ([`super::TraceId::of_task`]), or a fresh one for a synchronous
 /// call, with a fresh parent id per step, and sampled.
-fn trace_headers(
-    limits: &CallLimits,
-    xray: Option<String>,
-) -> (String, Option<String>) {
+fn trace_headers(limits: &CallLimits, xray: Option<String>) -> (String, Option<String>) {
     let hex = |n: usize| {
         let mut b = vec![0u8; n];
         crate::clock::random_bytes(&mut b);
@@ -204,15 +201,22 @@ impl Target for HttpTarget {
         }
         // After signing: a proxy or gateway may rewrite them.
         let (traceparent, xray) = trace_headers(&limits, self.xray.and_then(|f| f()));
-        for (name, value) in [("traceparent", Some(traceparent)), ("x-amzn-trace-id", xray)] {
+        for (name, value) in [
+            ("traceparent", Some(traceparent)),
+            ("x-amzn-trace-id", xray),
+        ] {
             if let Some(v) = value.and_then(|v| HeaderValue::from_str(&v).ok()) {
                 post.headers_mut().insert(name, v);
             }
         }
-        let resp = self.client.execute(post).await.map_err(|e| match e.is_timeout() {
-            true => TargetError::Timeout,
-            false => TargetError::Unreachable,
-        })?;
+        let resp = self
+            .client
+            .execute(post)
+            .await
+            .map_err(|e| match e.is_timeout() {
+                true => TargetError::Timeout,
+                false => TargetError::Unreachable,
+            })?;
         match resp.status().as_u16() {
             200 => {}
             429 => return Err(TargetError::Throttled),

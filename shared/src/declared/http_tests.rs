@@ -70,10 +70,16 @@ async fn a_loopback_target_never_goes_through_a_proxy() {
         ("ALL_PROXY", proxy.clone()),
     ]);
     let t = HttpTarget::new(&format!("{target}/step"), None, None, &host).unwrap();
-    let got = t.call(b"{}".to_vec(), limits(Duration::from_secs(5), None)).await;
+    let got = t
+        .call(b"{}".to_vec(), limits(Duration::from_secs(5), None))
+        .await;
     assert_eq!(got.unwrap(), DONE.as_bytes());
     assert_eq!(seen.lock().unwrap().len(), 1);
-    assert!(hits.lock().unwrap().is_empty(), "{:?}", hits.lock().unwrap());
+    assert!(
+        hits.lock().unwrap().is_empty(),
+        "{:?}",
+        hits.lock().unwrap()
+    );
 }
 
 /// An HTTPS target goes through `HTTPS_PROXY` (a `CONNECT`, so the proxy sees no header),
@@ -85,7 +91,9 @@ async fn an_https_target_goes_through_https_proxy_unless_no_proxy_names_it() {
     let (proxy, hits) = recording().await;
     let host = host_with(&[("HTTPS_PROXY", proxy.clone())]);
     let t = HttpTarget::new(url, None, None, &host).unwrap();
-    let _ = t.call(b"{}".to_vec(), limits(Duration::from_secs(2), None)).await;
+    let _ = t
+        .call(b"{}".to_vec(), limits(Duration::from_secs(2), None))
+        .await;
     let seen = hits.lock().unwrap().clone();
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert!(seen[0].starts_with("CONNECT 192.0.2.1:443 "), "{seen:?}");
@@ -100,7 +108,11 @@ async fn an_https_target_goes_through_https_proxy_unless_no_proxy_names_it() {
         .call(b"{}".to_vec(), limits(Duration::from_millis(300), None))
         .await;
     assert!(got.is_err());
-    assert!(hits.lock().unwrap().is_empty(), "{:?}", hits.lock().unwrap());
+    assert!(
+        hits.lock().unwrap().is_empty(),
+        "{:?}",
+        hits.lock().unwrap()
+    );
 
     // HTTP_PROXY is for plain http, which only loopback targets speak: never used.
     let host = host_with(&[("HTTP_PROXY", "not a url".into())]);
@@ -133,9 +145,13 @@ async fn each_step_carries_a_traceparent_in_the_tasks_trace() {
             let parts: Vec<&str> = value.split('-').collect();
             assert_eq!(parts.len(), 4, "{value}");
             assert_eq!((parts[0], parts[3]), ("00", "01"), "{value}");
-            let hex = |s: &str, n| s.len() == n && s.bytes().all(|b| b"0123456789abcdef".contains(&b));
+            let hex =
+                |s: &str, n| s.len() == n && s.bytes().all(|b| b"0123456789abcdef".contains(&b));
             assert!(hex(parts[1], 32) && hex(parts[2], 16), "{value}");
-            assert!(!head.contains("x-amzn-trace-id"), "no X-Ray trace here: {head}");
+            assert!(
+                !head.contains("x-amzn-trace-id"),
+                "no X-Ray trace here: {head}"
+            );
             (parts[1].to_owned(), parts[2].to_owned())
         })
         .collect();
@@ -173,8 +189,15 @@ async fn on_aws_the_steps_trace_is_the_x_ray_trace() {
         head.contains(&format!("x-amzn-trace-id: {}\r\n", xray().unwrap())),
         "{head}"
     );
-    assert_eq!(xray_parts("Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=0").map(|p| p.2), Some(false));
-    for bad in ["", "Root=2-5759e988-bd862e3fe1be46a994272793", "Root=1-5759e988-bd86"] {
+    assert_eq!(
+        xray_parts("Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=0").map(|p| p.2),
+        Some(false)
+    );
+    for bad in [
+        "",
+        "Root=2-5759e988-bd862e3fe1be46a994272793",
+        "Root=1-5759e988-bd86",
+    ] {
         assert_eq!(xray_parts(bad), None, "{bad}");
     }
 }
@@ -197,7 +220,9 @@ async fn a_request_that_cannot_be_signed_is_not_sent() {
         ..TargetHost::default()
     };
     let t = HttpTarget::new(&target, None, Some("execute-api"), &host).unwrap();
-    let got = t.call(b"{}".to_vec(), limits(Duration::from_secs(5), None)).await;
+    let got = t
+        .call(b"{}".to_vec(), limits(Duration::from_secs(5), None))
+        .await;
     assert_eq!(got, Err(TargetError::Unsigned("no AWS credentials")));
     assert_eq!(
         got.unwrap_err().to_string(),

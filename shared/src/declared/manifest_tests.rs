@@ -406,11 +406,23 @@ fn sigv4_is_a_service_name_on_an_http_target_of_a_host_that_signs() {
         TargetKind::Http { sigv4: Some(s), .. } if s == "execute-api"
     ));
     for (target, says) in [
-        ("{ http = \"https://x\", sigv4 = \"\" }", "sigv4 must be an AWS service name"),
-        ("{ http = \"https://x\", sigv4 = \"Execute API\" }", "sigv4 must be an AWS service name"),
+        (
+            "{ http = \"https://x\", sigv4 = \"\" }",
+            "sigv4 must be an AWS service name",
+        ),
+        (
+            "{ http = \"https://x\", sigv4 = \"Execute API\" }",
+            "sigv4 must be an AWS service name",
+        ),
         ("{ http = \"https://x\", sigv4 = 3 }", "invalid type"),
-        ("{ lambda = \"f\", sigv4 = \"lambda\" }", "sigv4 signs the requests of an http target only"),
-        ("{ command = [\"true\"], sigv4 = \"lambda\" }", "sigv4 signs the requests of an http target only"),
+        (
+            "{ lambda = \"f\", sigv4 = \"lambda\" }",
+            "sigv4 signs the requests of an http target only",
+        ),
+        (
+            "{ command = [\"true\"], sigv4 = \"lambda\" }",
+            "sigv4 signs the requests of an http target only",
+        ),
     ] {
         let err = with(target).expect_err(target).to_string();
         assert!(err.contains(says), "{target} => {err} (wanted: {says})");
