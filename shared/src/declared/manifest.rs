@@ -22,7 +22,11 @@ pub mod bounds {
     /// `step_timeout_seconds`: default and maximum (a Lambda invocation's limit).
     pub const STEP_TIMEOUT: (u64, u64) = (60, 900);
     /// `max_answer_bytes`: default, least and most.
-    pub const ANSWER_BYTES: (u64, u64, u64) = (256 * 1024, 1024, 1024 * 1024);
+    pub const ANSWER_BYTES: (u64, u64, u64) = (
+        256 * 1024,
+        1024,
+        crate::declared::protocol::MAX_ANSWER_BYTES as u64,
+    );
     /// `max_retries`: default and maximum.
     pub const RETRIES: (u32, u32) = (4, 10);
     /// `max_task_seconds`: the most (a year; the server's own limit applies as well).

@@ -144,7 +144,7 @@ target = { command = ["true"] }"#;
         ),
         (
             one("max_answer_bytes = 10"),
-            "max_answer_bytes must be from 1024 to 1048576",
+            "max_answer_bytes must be from 1024 to 262144",
         ),
         (one("max_retries = 11"), "max_retries must be from 0 to 10"),
         (

@@ -76,9 +76,6 @@ pub struct Claim {
 /// How the worker runs a tool's jobs, beyond the server's settings.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RunPolicy {
-    /// Save the checkpoint after every step rather than at most once a second: for steps that
-    /// are calls elsewhere with effects, so a crash repeats only the step in flight.
-    pub save_every_step: bool,
     /// A longest running time for one task below the server's own (the worker stops the job
     /// at the smaller of the two).
     pub max_task_wall: Option<Duration>,
