@@ -74,4 +74,16 @@ pub struct Limits {
     pub max_task_wall: Option<Duration>,
     /// Whether requests carry the tenant.
     pub pass_tenant: bool,
+    /// What the target speaks.
+    pub protocol: Wire,
+}
+
+/// What a target speaks (the entry's `protocol`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Wire {
+    /// `mcp-tasks-step/1` (docs/step-protocol.md): asked one step at a time.
+    #[default]
+    Step,
+    /// `plain`: called once per task with exactly the arguments; its answer is the result.
+    Plain,
 }

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::command::CommandTarget;
-pub use super::entry::{DeclaredEntry, HttpSecret, Limits, TargetKind};
+pub use super::entry::{DeclaredEntry, HttpSecret, Limits, TargetKind, Wire};
 use super::http::HttpTarget;
 use super::target::{Target, TargetHost};
 use super::tool::DeclaredTool;
@@ -77,6 +77,8 @@ struct Entry {
     max_retries: Option<u32>,
     #[serde(default)]
     pass_tenant: bool,
+    #[serde(default)]
+    protocol: Option<String>,
 }
 
 fn optional() -> String {
@@ -321,6 +323,11 @@ fn entry(e: Entry) -> Result<DeclaredEntry, String> {
             )?)),
         },
         pass_tenant: e.pass_tenant,
+        protocol: match e.protocol.as_deref() {
+            None | Some(super::protocol::PROTOCOL) => Wire::Step,
+            Some("plain") => Wire::Plain,
+            Some(_) => return Err("protocol must be \"mcp-tasks-step/1\" or \"plain\"".into()),
+        },
     };
     Ok(DeclaredEntry {
         target: target(e.target)?,

@@ -148,6 +148,10 @@ target = { command = ["true"] }"#;
         ),
         (one("max_retries = 11"), "max_retries must be from 0 to 10"),
         (
+            one("protocol = \"mcp-tasks-step/2\""),
+            "protocol must be \"mcp-tasks-step/1\" or \"plain\"",
+        ),
+        (
             format!(
                 "[[tool]]\n{}",
                 ok.replace(

@@ -9,9 +9,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
-use super::entry::{DeclaredEntry, Limits};
+use super::entry::{DeclaredEntry, Limits, Wire};
 use super::protocol::{
-    Answer, MAX_CHECKPOINT_BYTES, PROTOCOL, StepProgress, StepRequest, TaskRef, parse_answer,
+    Answer, MAX_ANSWER_BYTES, MAX_CHECKPOINT_BYTES, PROTOCOL, StepProgress, StepRequest, TaskRef,
+    parse_answer,
 };
 use super::target::{CallLimits, Target, TargetError};
 use crate::jobs::{JobContext, JobError, Step};
@@ -194,23 +195,12 @@ impl Tool for DeclaredTool {
             } else {
                 0
             };
-        let deadline_ms = crate::clock::now_ms() + timeout.as_millis() as u64;
-        let input = state.answers(ctx.inputs())?;
-        let request = StepRequest {
-            protocol: PROTOCOL,
-            tool: self.def.name,
-            arguments: ctx.arguments(),
-            checkpoint: &state.checkpoint,
-            input: &input,
-            attempt,
-            deadline_ms,
-            task: TaskRef {
-                id: ctx.task_id(),
-                tenant: self.limits.pass_tenant.then(|| ctx.tenant()),
-            },
+        let body = match self.limits.protocol {
+            Wire::Step => self.request(&state, ctx, attempt, timeout)?,
+            // A plain target gets exactly the (checked) arguments, once per task.
+            Wire::Plain => serde_json::to_vec(ctx.arguments())
+                .map_err(|_| self.failed("its request could not be written"))?,
         };
-        let body = serde_json::to_vec(&request)
-            .map_err(|_| self.failed("its request could not be written"))?;
         let limits = CallLimits {
             timeout,
             max_answer_bytes: self.limits.max_answer_bytes,
@@ -242,6 +232,9 @@ impl Tool for DeclaredTool {
         };
         if bytes.len() > self.limits.max_answer_bytes {
             return Err(self.failed(TargetError::TooLarge(self.limits.max_answer_bytes)));
+        }
+        if self.limits.protocol == Wire::Plain {
+            return self.plain_result(&bytes, ctx).map(Step::Done);
         }
         let answer = parse_answer(&bytes).map_err(|bad| {
             tracing::warn!(tool = self.def.name, task_id = ctx.task_id().unwrap_or("-"), why = %bad, "declared tool: a bad answer");
@@ -303,6 +296,61 @@ impl DeclaredTool {
 }
 
 impl DeclaredTool {
+    /// One step's `mcp-tasks-step/1` request.
+    fn request(
+        &self,
+        state: &State,
+        ctx: &JobContext,
+        attempt: u32,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, JobError> {
+        let deadline_ms = crate::clock::now_ms() + timeout.as_millis() as u64;
+        let input = state.answers(ctx.inputs())?;
+        let request = StepRequest {
+            protocol: PROTOCOL,
+            tool: self.def.name,
+            arguments: ctx.arguments(),
+            checkpoint: &state.checkpoint,
+            input: &input,
+            attempt,
+            deadline_ms,
+            task: TaskRef {
+                id: ctx.task_id(),
+                tenant: self.limits.pass_tenant.then(|| ctx.tenant()),
+            },
+        };
+        serde_json::to_vec(&request).map_err(|_| self.failed("its request could not be written"))
+    }
+
+    /// A `plain` target's answer as the tool's result (docs/tool-manifest.md, "Plain
+    /// targets"): an object is `structuredContent` and its JSON as the text; a string is the
+    /// text; any other JSON value is its JSON as the text. Not JSON, or a result over
+    /// [`MAX_ANSWER_BYTES`], fails the task without quoting the answer.
+    fn plain_result(&self, bytes: &[u8], ctx: &JobContext) -> Result<Value, JobError> {
+        let value: Value = serde_json::from_slice(bytes).map_err(|_| {
+            tracing::warn!(
+                tool = self.def.name,
+                task_id = ctx.task_id().unwrap_or("-"),
+                "declared tool: a plain answer that is not JSON"
+            );
+            self.failed("its target answered with something that is not JSON")
+        })?;
+        let text = match &value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let mut result = json!({"content": [{"type": "text", "text": text}], "isError": false});
+        if value.is_object() {
+            result["structuredContent"] = value;
+        }
+        if serde_json::to_vec(&result).map_or(usize::MAX, |b| b.len()) > MAX_ANSWER_BYTES {
+            return Err(self.failed(format!(
+                "its target's result is larger than {MAX_ANSWER_BYTES} bytes"
+            )));
+        }
+        Ok(result)
+    }
+
     /// Passes a `continue`'s progress on, if it goes forward: MCP progress only ever
     /// increases, so a report at or below the highest so far (or below zero) is dropped, its
     /// message with it (docs/step-protocol.md, "Progress"). `remainingSeconds` is taken either

@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use super::*;
+use crate::declared::entry::Wire;
 use crate::declared::manifest::{DeclaredEntry, TargetKind};
 use crate::task::TaskStatus;
 use crate::tools::Policy;
@@ -52,6 +53,7 @@ fn entry(limits: impl FnOnce(&mut Limits)) -> DeclaredEntry {
         max_retries: 2,
         max_task_wall: None,
         pass_tenant: false,
+        protocol: Wire::Step,
     };
     limits(&mut l);
     DeclaredEntry {

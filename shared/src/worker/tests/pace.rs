@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 
 use super::*;
-use crate::declared::entry::{DeclaredEntry, Limits, TargetKind};
+use crate::declared::entry::{DeclaredEntry, Limits, TargetKind, Wire};
 use crate::declared::{CallLimits, DeclaredTool, Target, TargetError};
 
 /// A target that answers each step with what `answer` makes of the step's number, taking
@@ -46,6 +46,7 @@ fn declared(target: Arc<Answers>, wall: Option<Duration>) -> Arc<dyn Tool> {
             max_retries: 0,
             max_task_wall: wall,
             pass_tenant: false,
+            protocol: Wire::Step,
         },
     };
     Arc::new(DeclaredTool::new(&entry, target))
