@@ -38,6 +38,14 @@ pub enum TargetKind {
         /// The secret header, if any.
         secret: Option<HttpSecret>,
     },
+    /// An AWS Step Functions state machine (Standard): one execution per task, looked at every
+    /// `poll`.
+    StepFunctions {
+        /// The state machine's ARN.
+        machine: String,
+        /// The time between looks.
+        poll: Duration,
+    },
     /// A program and its arguments, with the variables it is given.
     Command {
         /// Program, then arguments.

@@ -15,6 +15,7 @@ pub use super::entry::{DeclaredEntry, HttpSecret, Limits, TargetKind, Wire};
 use super::http::HttpTarget;
 use super::target::{Target, TargetHost};
 use super::tool::DeclaredTool;
+use super::workflow::WorkflowTool;
 use crate::tools::{Policy, Tool};
 
 /// Bounds of the per-entry limits, and their defaults (docs/tool-manifest.md).
@@ -94,6 +95,12 @@ struct TargetSpec {
     http: Option<String>,
     #[serde(default)]
     command: Option<Vec<String>>,
+    /// A Standard state machine's ARN.
+    #[serde(default)]
+    step_functions: Option<String>,
+    /// `step_functions`: seconds between looks at the execution.
+    #[serde(default)]
+    poll_seconds: Option<u64>,
     /// `http`: the header that carries the secret (default `Authorization`).
     #[serde(default)]
     header: Option<String>,
@@ -212,6 +219,22 @@ impl Manifest {
                 TargetKind::Http { url, secret } => {
                     Arc::new(HttpTarget::new(url, secret.as_ref(), host).map_err(fail)?)
                 }
+                TargetKind::StepFunctions { machine, poll } => match &host.states {
+                    Some(api) => {
+                        if e.limits.protocol != Wire::Step {
+                            return Err(fail("a step_functions target takes no protocol".into()));
+                        }
+                        out.push(Arc::new(WorkflowTool::new(e, machine, *poll, api.clone())));
+                        continue;
+                    }
+                    None => {
+                        return Err(fail(
+                            "a step_functions target needs AWS (this build or host has no Step \
+                             Functions client)"
+                                .into(),
+                        ));
+                    }
+                },
                 TargetKind::Lambda(function) => match &host.lambda {
                     Some(invoker) => Arc::new(super::LambdaTarget {
                         function: function.clone(),
@@ -247,6 +270,18 @@ impl Manifest {
         arns.sort_unstable();
         arns.dedup();
         arns
+    }
+
+    /// The state machines the entries name (what the worker's role must be allowed to start,
+    /// describe and stop: the template's `ToolStateMachines`).
+    pub fn state_machines(&self) -> Vec<&str> {
+        self.entries
+            .iter()
+            .filter_map(|e| match &e.target {
+                TargetKind::StepFunctions { machine, .. } => Some(machine.as_str()),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The Lambda functions the entries name (what the worker's role must be allowed to
@@ -349,11 +384,39 @@ fn within(name: &str, v: Option<u64>, default: u64, min: u64, max: u64) -> Resul
 }
 
 fn target(t: TargetSpec) -> Result<TargetKind, String> {
-    let kinds = [t.lambda.is_some(), t.http.is_some(), t.command.is_some()];
+    let kinds = [
+        t.lambda.is_some(),
+        t.http.is_some(),
+        t.command.is_some(),
+        t.step_functions.is_some(),
+    ];
     if kinds.iter().filter(|k| **k).count() != 1 {
-        return Err("target must be exactly one of lambda, http or command".into());
+        return Err("target must be exactly one of lambda, http, command or step_functions".into());
     }
     let http_only = t.header.is_some() || t.secret_env.is_some() || t.secret_arn.is_some();
+    if let Some(machine) = t.step_functions {
+        if http_only || t.env.is_some() {
+            return Err(
+                "a step_functions target takes no header, secret_env, secret_arn or env".into(),
+            );
+        }
+        if !super::workflow::is_state_machine_arn(&machine) {
+            return Err(format!(
+                "target.step_functions must be a state machine ARN \
+                 (arn:aws:states:REGION:ACCOUNT:stateMachine:NAME): {}",
+                crate::protocol::truncate(&machine, 64)
+            ));
+        }
+        let (default, least, most) = super::workflow::POLL_SECONDS;
+        let poll = within("poll_seconds", t.poll_seconds, default, least, most)?;
+        return Ok(TargetKind::StepFunctions {
+            machine,
+            poll: Duration::from_secs(poll),
+        });
+    }
+    if t.poll_seconds.is_some() {
+        return Err("poll_seconds is for a step_functions target".into());
+    }
     if let Some(function) = t.lambda {
         if http_only || t.env.is_some() {
             return Err("a lambda target takes no header, secret_env, secret_arn or env".into());

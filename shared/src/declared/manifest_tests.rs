@@ -159,14 +159,14 @@ target = { command = ["true"] }"#;
                     "{ command = [\"true\"], http = \"https://x\" }"
                 )
             ),
-            "target must be exactly one of lambda, http or command",
+            "target must be exactly one of lambda, http, command or step_functions",
         ),
         (
             format!(
                 "[[tool]]\n{}",
                 ok.replace("{ command = [\"true\"] }", "{ }")
             ),
-            "target must be exactly one of lambda, http or command",
+            "target must be exactly one of lambda, http, command or step_functions",
         ),
         (
             format!(

@@ -94,6 +94,9 @@ pub struct TargetHost {
     pub allow_commands: bool,
     /// The Lambda client for `lambda` targets (`None`: such a manifest refuses to load).
     pub lambda: Option<Arc<dyn LambdaInvoker>>,
+    /// The Step Functions API for `step_functions` targets (`None`: such a manifest refuses to
+    /// load).
+    pub states: Option<Arc<dyn super::workflow::StatesApi>>,
     /// Where a relative command path, and a command's working directory, are taken from: the
     /// manifest file's directory.
     pub base_dir: Option<std::path::PathBuf>,
@@ -112,6 +115,7 @@ impl std::fmt::Debug for TargetHost {
         f.debug_struct("TargetHost")
             .field("allow_commands", &self.allow_commands)
             .field("lambda", &self.lambda.is_some())
+            .field("states", &self.states.is_some())
             .field("base_dir", &self.base_dir)
             .field(
                 "secrets",

@@ -234,7 +234,7 @@ impl Tool for DeclaredTool {
             return Err(self.failed(TargetError::TooLarge(self.limits.max_answer_bytes)));
         }
         if self.limits.protocol == Wire::Plain {
-            return self.plain_result(&bytes, ctx).map(Step::Done);
+            return plain_result(self.def.name, &bytes).map(Step::Done);
         }
         let answer = parse_answer(&bytes).map_err(|bad| {
             tracing::warn!(tool = self.def.name, task_id = ctx.task_id().unwrap_or("-"), why = %bad, "declared tool: a bad answer");
@@ -295,6 +295,34 @@ impl DeclaredTool {
     }
 }
 
+/// A plain answer as the tool's result (docs/tool-manifest.md, "Plain targets"), for `plain`
+/// targets and a workflow's output alike: an object is `structuredContent` and its JSON as the
+/// text; a string is the text; any other JSON value is its JSON as the text. Not JSON, or a
+/// result over [`MAX_ANSWER_BYTES`], fails the task without quoting the answer.
+pub(super) fn plain_result(tool: &str, bytes: &[u8]) -> Result<Value, JobError> {
+    let failed = |why: String| {
+        JobError::Protocol(ErrorObject::internal(&format!("Tool {tool} failed: {why}")))
+    };
+    let value: Value = serde_json::from_slice(bytes).map_err(|_| {
+        tracing::warn!(tool, "declared tool: a plain answer that is not JSON");
+        failed("its target answered with something that is not JSON".into())
+    })?;
+    let text = match &value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut result = json!({"content": [{"type": "text", "text": text}], "isError": false});
+    if value.is_object() {
+        result["structuredContent"] = value;
+    }
+    if serde_json::to_vec(&result).map_or(usize::MAX, |b| b.len()) > MAX_ANSWER_BYTES {
+        return Err(failed(format!(
+            "its target's result is larger than {MAX_ANSWER_BYTES} bytes"
+        )));
+    }
+    Ok(result)
+}
+
 impl DeclaredTool {
     /// One step's `mcp-tasks-step/1` request.
     fn request(
@@ -320,35 +348,6 @@ impl DeclaredTool {
             },
         };
         serde_json::to_vec(&request).map_err(|_| self.failed("its request could not be written"))
-    }
-
-    /// A `plain` target's answer as the tool's result (docs/tool-manifest.md, "Plain
-    /// targets"): an object is `structuredContent` and its JSON as the text; a string is the
-    /// text; any other JSON value is its JSON as the text. Not JSON, or a result over
-    /// [`MAX_ANSWER_BYTES`], fails the task without quoting the answer.
-    fn plain_result(&self, bytes: &[u8], ctx: &JobContext) -> Result<Value, JobError> {
-        let value: Value = serde_json::from_slice(bytes).map_err(|_| {
-            tracing::warn!(
-                tool = self.def.name,
-                task_id = ctx.task_id().unwrap_or("-"),
-                "declared tool: a plain answer that is not JSON"
-            );
-            self.failed("its target answered with something that is not JSON")
-        })?;
-        let text = match &value {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        let mut result = json!({"content": [{"type": "text", "text": text}], "isError": false});
-        if value.is_object() {
-            result["structuredContent"] = value;
-        }
-        if serde_json::to_vec(&result).map_or(usize::MAX, |b| b.len()) > MAX_ANSWER_BYTES {
-            return Err(self.failed(format!(
-                "its target's result is larger than {MAX_ANSWER_BYTES} bytes"
-            )));
-        }
-        Ok(result)
     }
 
     /// Passes a `continue`'s progress on, if it goes forward: MCP progress only ever

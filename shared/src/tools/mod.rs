@@ -107,6 +107,12 @@ pub trait Tool: Send + Sync + 'static {
         RunPolicy::default()
     }
 
+    /// Called when a task of this tool ends before its job did (cancelled, stopped at a
+    /// limit, expired), with its task id and last checkpoint: a tool whose work runs elsewhere
+    /// (a Step Functions execution) stops it here. Best effort and possibly more than once;
+    /// by default nothing.
+    async fn abandon(&self, _task_id: &str, _checkpoint: &Value) {}
+
     /// A human-readable title for `tools/list` (default: none).
     fn title(&self) -> Option<&str> {
         None

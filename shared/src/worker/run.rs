@@ -44,11 +44,7 @@ impl Worker {
         // A task woken (or handed over) past its running-time limit stops before it asks for
         // another step: the limit holds whatever the last step answered.
         if let Some(over) = self.over_quota(&task, policy.max_task_wall) {
-            tracing::info!(task_id = %task.task_id, limit = over.limit.as_str(), "quota.stopped");
-            let result = over.to_tool_result();
-            return self
-                .finish(&mut task, owner, |t| t.complete(result.clone()))
-                .await;
+            return self.stop_at_quota(&tool, &mut task, owner, over).await;
         }
         let mut stepped = false;
         let mut next_check = Instant::now() + self.settings.check_every;
@@ -123,11 +119,7 @@ impl Worker {
                 Ok(Step::Continue(_) | Step::Sleep(..) | Step::NeedInput(_))
             ) && let Some(over) = self.over_quota(&task, policy.max_task_wall)
             {
-                tracing::info!(task_id = %task.task_id, limit = over.limit.as_str(), "quota.stopped");
-                let result = over.to_tool_result();
-                return self
-                    .finish(&mut task, owner, |t| t.complete(result.clone()))
-                    .await;
+                return self.stop_at_quota(&tool, &mut task, owner, over).await;
             }
             match step {
                 Ok(Step::Continue(cp)) => {
@@ -230,6 +222,24 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// Ends a job that went past a per-task limit with the quota's result, and lets its tool
+    /// stop what it started elsewhere.
+    async fn stop_at_quota(
+        &self,
+        tool: &Arc<dyn Tool>,
+        task: &mut TaskRecord,
+        owner: &str,
+        over: crate::quota::QuotaExceeded,
+    ) -> Result<Outcome, WorkerError> {
+        tracing::info!(task_id = %task.task_id, limit = over.limit.as_str(), "quota.stopped");
+        let result = over.to_tool_result();
+        let out = self
+            .finish(task, owner, |t| t.complete(result.clone()))
+            .await;
+        tool.abandon(&task.task_id, &task.checkpoint).await;
+        out
     }
 
     /// Saves a step's checkpoint (with the latest progress and poll interval) under the lease.
