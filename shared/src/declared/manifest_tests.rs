@@ -99,6 +99,31 @@ fn the_documented_example_reads_with_its_defaults() {
     );
 }
 
+/// A TOML or shape error names the line, the entry, the key, and never the value: a token
+/// pasted into the wrong key is not printed back.
+#[test]
+fn a_shape_error_names_line_entry_and_key_but_not_the_value() {
+    let text = "[[tool]]\nname = \"first\"\ndescription = \"d\"\ninput_schema = { type = \"object\" }\n\
+                target = { command = [\"true\"] }\n\n[[tool]]\nname = \"second\"\n\
+                description = \"d\"\ninput_schema = { type = \"object\" }\n\
+                target = { command = \"sk-live-0123456789\" }\n";
+    let e = Manifest::parse(text, "tools.toml").unwrap_err().to_string();
+    assert!(
+        e.starts_with(
+            "tools.toml: tool #2 (second): not a tool manifest at line 11, key target.command: "
+        ),
+        "{e}"
+    );
+    assert!(!e.contains("sk-live"), "{e}");
+    let e = Manifest::parse("[[tool]]\nname = \"x\"\nsecret_env = 5\n", "m.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("m.toml: tool #1 (x): not a tool manifest at line "),
+        "{e}"
+    );
+}
+
 /// Each broken manifest is refused, and the message names the entry and the problem.
 #[test]
 fn bad_manifests_are_refused_naming_the_entry() {

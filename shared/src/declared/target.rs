@@ -125,7 +125,43 @@ impl std::fmt::Debug for TargetHost {
     }
 }
 
+/// A Lambda client and a Step Functions API that are never called: a host that checks a
+/// manifest without running it ([`TargetHost::checking`]).
+struct NotCalled;
+
+#[async_trait]
+impl LambdaInvoker for NotCalled {
+    async fn invoke(&self, _: &str, _: Vec<u8>, _: CallLimits) -> Result<Vec<u8>, TargetError> {
+        Err(TargetError::InvokeRefused(
+            "a manifest check invokes nothing",
+        ))
+    }
+}
+
+#[async_trait]
+impl super::workflow::StatesApi for NotCalled {
+    async fn call(
+        &self,
+        _: &'static str,
+        _: serde_json::Value,
+        _: Duration,
+    ) -> Result<serde_json::Value, super::workflow::StatesError> {
+        Err(super::workflow::StatesError::Refused("NotCalled".into()))
+    }
+}
+
 impl TargetHost {
+    /// A host with every kind of AWS target present but never called: what checking a
+    /// manifest builds its tools over (commands still need their program, and secrets
+    /// their variable, as when serving).
+    pub fn checking() -> Self {
+        Self {
+            lambda: Some(Arc::new(NotCalled)),
+            states: Some(Arc::new(NotCalled)),
+            ..Self::default()
+        }
+    }
+
     /// The value of environment variable `name`, through [`TargetHost::env`].
     pub fn var(&self, name: &str) -> Option<String> {
         match &self.env {
