@@ -91,3 +91,53 @@ async fn a_plain_program_is_a_task_and_a_synchronous_call() {
     let t = tasks.wait_terminal(&id, Duration::from_secs(5)).await;
     assert_eq!(t["status"], "cancelled", "{t}");
 }
+
+/// examples/plain: an ordinary Python Lambda function behind the emulated Invoke API, as its
+/// manifest declares it — a task, a synchronous call, and the Invoke API's failures named by
+/// kind (retried, then `Tool NAME failed: …`), never by what the function said.
+#[tokio::test]
+async fn the_plain_lambda_example_runs_unmodified() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.jsonl");
+    let api = super::lambda_api(&log);
+    let example = std::fs::read_to_string(super::repo().join("examples/plain/tools.toml")).unwrap();
+    let failing = example
+        .replace("name = \"fit_image\"", "name = \"crashes\"")
+        .replace("\"image-resize\"", "\"crashing\"")
+        .replace("max_retries = 2", "max_retries = 1");
+    let manifest = write_manifest(dir.path(), &format!("{example}\n{failing}"));
+    let env = super::lambda_env(&api.url);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tasks"));
+    cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let s = Server::spawn(
+        cmd,
+        &dir.path().join("data"),
+        &["--tools", &manifest.display().to_string()],
+    );
+    let args = json!({"width": 4000, "height": 3000, "max_side": 1000});
+    let want = json!({"width": 1000, "height": 750, "scale": 0.25});
+    let tasks = s.client().with_tasks();
+    let id = tasks.tool("fit_image", args.clone()).await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t = tasks.wait_terminal(&id, Duration::from_secs(20)).await;
+    assert_eq!(t["result"]["structuredContent"], want, "{t}");
+    let r = s.client().tool("fit_image", args.clone()).await;
+    assert_eq!(r["structuredContent"], want, "{r}");
+    // The function got exactly the arguments as its event.
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let first: serde_json::Value = serde_json::from_str(calls.lines().next().unwrap()).unwrap();
+    assert_eq!(first["event"], args);
+    let id = tasks
+        .tool("crashes", json!({"width": 1, "height": 1}))
+        .await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t = tasks.wait_terminal(&id, Duration::from_secs(30)).await;
+    assert_eq!(
+        t["error"]["message"], "Tool crashes failed: its target's function failed (2 tries)",
+        "{t}"
+    );
+}
