@@ -194,6 +194,61 @@ async fn input_required_questions_are_answered_from_stdin() {
     assert!(task_id_in(&sync.stderr).is_none(), "{}", sync.show());
 }
 
+/// A form with no fields (examples/shell/countdown.sh's "Start the countdown?") is a yes/no
+/// question: it is asked, and only a yes accepts.
+#[tokio::test]
+async fn a_form_without_fields_is_asked_as_yes_or_no() {
+    let dir = data_dir();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/shell/countdown.sh")
+        .canonicalize()
+        .expect("examples/shell/countdown.sh");
+    let manifest = dir.path().join("tools.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "[[tool]]\nname = \"countdown\"\ndescription = \"Counts down.\"\n\
+             input_schema = {{ type = \"object\", properties = {{ from = {{ type = \"integer\" }}, confirm = {{ type = \"boolean\" }} }} }}\n\
+             target = {{ command = [\"{}\"] }}\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    let s = Server::start(dir.path(), &["--tools", manifest.to_str().unwrap()]);
+    let args = [
+        s.url.as_str(),
+        "countdown",
+        r#"{"from": 1, "confirm": true}"#,
+    ];
+    for lane in [&[][..], &["--no-tasks"][..]] {
+        let args: Vec<&str> = args.iter().chain(lane).copied().collect();
+        let yes = call_with(&args, "maybe\ny\n", &[]);
+        assert_eq!(yes.code(), 0, "{lane:?}: {}", yes.show());
+        assert_eq!(
+            yes.stdout,
+            "Lift-off after 1 steps\n",
+            "{lane:?}: {}",
+            yes.show()
+        );
+        assert!(
+            yes.stderr.contains("? Start the countdown?"),
+            "{}",
+            yes.show()
+        );
+        assert!(yes.stderr.contains("[y/n]"), "{}", yes.show());
+        for input in ["n\n", "!decline\n", "!cancel\n", ""] {
+            let no = call_with(&args, input, &[]);
+            assert_eq!(no.code(), 0, "{lane:?} {input:?}: {}", no.show());
+            assert_eq!(
+                no.stdout,
+                "Countdown not started.\n",
+                "{lane:?} {input:?}: {}",
+                no.show()
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn ctrl_c_cancels_the_task_on_the_server() {
     let (s, _d) = start();

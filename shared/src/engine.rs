@@ -379,6 +379,12 @@ impl Engine {
                 Ok(version) => {
                     tracing::info!(task_id = id.task_id, at_once, "task.cancel_requested");
                     task.version = version;
+                    // Cancelled here with a job that had begun (it has a checkpoint): its
+                    // worker lets the tool stop what it started elsewhere (a workflow's
+                    // execution). A running job does that itself when it sees the request.
+                    if !running && !task.checkpoint.is_null() {
+                        self.send(&task, WorkKind::Cancelled).await;
+                    }
                     return Ok(Some(task));
                 }
                 Err(StoreError::Conflict) => continue,

@@ -30,6 +30,9 @@ pub enum WorkKind {
     /// task's wake sequence number: a copy from an earlier sequence is stale and dropped, so
     /// duplicate deliveries never fork the chain.
     Wake(u32),
+    /// The task was cancelled while nobody ran it (queued, parked, waiting for input): its
+    /// tool may stop what it started elsewhere ([`crate::tools::Tool::abandon`]).
+    Cancelled,
     /// The job waits for one of its tenant's running places (re-sent at each deferral), for
     /// the task's waiting sequence number `seq`; when `renew_at_ms` has passed, the worker
     /// renews the task's waiting mark before sending it on (see `worker/wait.rs`).

@@ -185,8 +185,9 @@ async fn a_cancel_stops_a_lambda_target_before_its_next_step() {
 }
 
 /// The worker's process dies mid-step: the message comes back, the lease lapses, a fresh
-/// worker resumes from the last saved checkpoint, asking the step in flight again with a
-/// higher `attempt`, and the result is exact.
+/// worker resumes from the last saved checkpoint (saved at most about once a second, so the
+/// steps since then are asked again), the first of them with a higher `attempt`, and the
+/// result is exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_worker_resumes_a_lambda_target_from_its_checkpoint() {
     let Some(mut r) = rig("declared_resume", Duration::from_secs(10)).await else {
@@ -210,14 +211,19 @@ async fn a_killed_worker_resumes_a_lambda_target_from_its_checkpoint() {
         .collect();
     println!("declared lambda: steps (checkpoint@attempt) {trail:?}");
     assert!(asked.len() as u64 >= n, "{trail:?}");
-    assert!(asked.len() as u64 <= n + 1, "{trail:?}");
+    // Steps of 500 ms, saved once a second: at most the two or three since the last save are
+    // asked again.
+    assert!(asked.len() as u64 <= n + 3, "{trail:?}");
     let mut seen = std::collections::HashMap::new();
+    let mut again = false;
     for a in &asked {
         let step = a["checkpoint"]["parts"].as_u64().unwrap_or(0);
         let times = seen.entry(step).or_insert(0);
         *times += 1;
         assert!(*times <= 2, "step {step} asked {times} times");
-        if *times == 2 {
+        // The first step asked again (where the new run starts) says it may have run.
+        if *times == 2 && !again {
+            again = true;
             assert!(a["attempt"].as_u64().unwrap() >= 2, "{a}");
         }
     }

@@ -282,21 +282,24 @@ async fn a_killed_server_resumes_from_the_checkpoint(kind: Kind) {
     let done = c.wait_terminal(&id, Duration::from_secs(60)).await;
     assert_eq!(done["status"], "completed", "{kind:?}: {done}");
     assert_eq!(result_text(&done), rig.result(n), "{kind:?}");
-    // Every step's checkpoint was saved: only the step in flight at the kill was asked again,
-    // and it said so.
+    // The checkpoint is saved at most about once a second (steps of 400 ms): only the steps
+    // since the last save were asked again (at most three), each once, and the first of them
+    // said it may have run.
     let asked = logged(&rig.log);
     assert!(
-        asked.len() as u64 <= n + 1,
+        asked.len() as u64 <= n + 3,
         "{kind:?}: {} requests",
         asked.len()
     );
     let mut seen = std::collections::HashMap::new();
+    let mut again = false;
     for r in &asked {
         let step = rig.step_of(r);
         let times = seen.entry(step).or_insert(0);
         *times += 1;
         assert!(*times <= 2, "{kind:?}: step {step} asked {times} times");
-        if *times == 2 {
+        if *times == 2 && !again {
+            again = true;
             assert!(r["attempt"].as_u64().unwrap() >= 2, "{kind:?}: {r}");
         }
     }

@@ -15,6 +15,7 @@ mod bad;
 mod examples;
 mod manifests;
 mod overhead;
+mod plain;
 mod secrets;
 mod signed;
 #[path = "../support/mod.rs"]

@@ -118,3 +118,88 @@ fn the_docs_show_the_examples_as_they_are() {
     let _ = out.wait();
     assert!(listening, "the docs' entry did not load");
 }
+
+/// `mcp-tasks tools check FILE` reads a manifest as `serve` would, without serving: 0 and the
+/// tools it declares, or 2 and the refusal (naming the file, the entry, the line and the key,
+/// never a value pasted into the wrong key).
+#[test]
+fn tools_check_validates_a_manifest_without_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |text: &str| {
+        let manifest = write_manifest(dir.path(), text);
+        std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tasks"))
+            .args(["tools", "check"])
+            .arg(&manifest)
+            .output()
+            .unwrap()
+    };
+    let good = format!(
+        "[[tool]]\nname = \"a\"\n{OK}\n\n[[tool]]\nname = \"b\"\nprotocol = \"plain\"\n{}\n\n\
+         [[tool]]\nname = \"c\"\n{}",
+        OK.replace(
+            "{ command = [\"true\"] }",
+            "{ lambda = \"arn:aws:lambda:eu-west-1:123456789012:function:resize\" }"
+        ),
+        OK.replace(
+            "{ command = [\"true\"] }",
+            "{ step_functions = \"arn:aws:states:eu-west-1:123456789012:stateMachine:approve\" }"
+        )
+    );
+    let out = check(&good);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout
+            .ends_with("tools.toml: 3 tools: a (command), b (lambda, plain), c (step_functions)\n"),
+        "{stdout}"
+    );
+    let bad = format!(
+        "[[tool]]\nname = \"a\"\n{}",
+        OK.replace("[\"true\"]", "\"sk-live-0123456789abcdef\"")
+    );
+    let out = check(&bad);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr
+            .contains("tools.toml: tool #1 (a): not a tool manifest at line 5, key target.command"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("sk-live"), "{stderr}");
+}
+
+/// `serve` says which declared tools it loaded.
+#[test]
+fn serve_lists_the_declared_tools_it_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = write_manifest(dir.path(), &format!("[[tool]]\nname = \"a\"\n{OK}"));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tasks"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg("--tools")
+        .arg(&manifest)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::BufRead as _;
+    let lines: Vec<String> = std::io::BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .take_while(|l| !l.contains("listening on"))
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("mcp-tasks declared tools from ")
+                && l.ends_with("tools.toml: a (command)")),
+        "{lines:?}"
+    );
+}

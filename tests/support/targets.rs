@@ -117,6 +117,10 @@ pub fn lambda_api(log: &std::path::Path) -> Helper {
         "approve=node:{}",
         examples.join("node/approve.mjs").display()
     );
+    let resize = format!(
+        "image-resize=python:{}:handler",
+        examples.join("plain/resize.py").display()
+    );
     Helper::python(
         &repo().join("tests/targets/lambda_api.py"),
         &[
@@ -124,6 +128,8 @@ pub fn lambda_api(log: &std::path::Path) -> Helper {
             &report,
             "--function",
             &approve,
+            "--function",
+            &resize,
             "--log",
             &log.display().to_string(),
             "--node",

@@ -55,6 +55,21 @@ enum Command {
     /// to the work queue. Exit status: 0 done, 1 messages left or failed, 2 usage or backend
     /// error.
     Dlq(admin::DlqArgs),
+    /// Declared tools (docs/tool-manifest.md): `check FILE` reads a manifest as `serve --tools`
+    /// would, without serving, and lists its tools. Exit status: 0 valid, 2 refused.
+    #[command(subcommand)]
+    Tools(ToolsCommand),
+}
+
+/// `mcp-tasks tools`.
+#[derive(Subcommand)]
+enum ToolsCommand {
+    /// Check a manifest: its TOML, every entry, each schema, each command's program; the AWS
+    /// targets' names only (nothing is invoked).
+    Check {
+        /// The manifest file.
+        file: PathBuf,
+    },
 }
 
 /// `mcp-tasks serve`.
@@ -274,6 +289,7 @@ async fn main() {
         Command::Call(args) => std::process::exit(call::run(args).await),
         Command::Tasks(args) => std::process::exit(admin::tasks(args).await),
         Command::Dlq(args) => std::process::exit(admin::dlq(args).await),
+        Command::Tools(ToolsCommand::Check { file }) => std::process::exit(check_tools(&file)),
         Command::Serve(serve) => *serve,
     };
     if let Err(e) = serve(args).await {
@@ -325,7 +341,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     .tools();
     if let Some(path) = &manifest {
-        opts.declared = declared_tools(path).await?;
+        let (tools, summary) = declared_tools(path).await?;
+        println!(
+            "mcp-tasks declared tools from {}: {}",
+            terminal::visible(&path.display().to_string()),
+            terminal::visible(&summary.join(", "))
+        );
+        opts.declared = tools;
     }
     #[cfg(feature = "fault-injection")]
     if let Ok(spec) = std::env::var(mcp_tasks_core::fault::ENV) {
@@ -346,7 +368,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 /// The tools of a manifest file, over the targets this server can run: programs (relative to
 /// the file's directory), HTTPS endpoints, and (with AWS support) Lambda functions and
 /// SigV4-signed HTTPS endpoints.
-async fn declared_tools(path: &std::path::Path) -> anyhow::Result<Vec<Arc<dyn Tool>>> {
+async fn declared_tools(
+    path: &std::path::Path,
+) -> anyhow::Result<(Vec<Arc<dyn Tool>>, Vec<String>)> {
     let manifest = Manifest::read(path)?;
     manifest.check_schemas()?;
     let base_dir = std::fs::canonicalize(path)?
@@ -375,7 +399,41 @@ async fn declared_tools(path: &std::path::Path) -> anyhow::Result<Vec<Arc<dyn To
             }
         }
     }
-    Ok(manifest.tools(&host)?)
+    Ok((manifest.tools(&host)?, manifest.summary()))
+}
+
+/// `mcp-tasks tools check FILE`: 0 and the list of tools, or 2 and why not.
+fn check_tools(path: &std::path::Path) -> i32 {
+    let checked = Manifest::read(path).and_then(|m| {
+        m.check_schemas()?;
+        let base_dir = std::fs::canonicalize(path)
+            .ok()
+            .and_then(|p| p.parent().map(std::path::Path::to_path_buf));
+        let host = TargetHost {
+            allow_commands: true,
+            base_dir,
+            ..TargetHost::checking()
+        };
+        m.tools(&host)?;
+        Ok(m)
+    });
+    match checked {
+        Ok(m) => {
+            let summary = m.summary();
+            println!(
+                "{}: {} tool{}: {}",
+                terminal::visible(&path.display().to_string()),
+                summary.len(),
+                if summary.len() == 1 { "" } else { "s" },
+                terminal::visible(&summary.join(", "))
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("mcp-tasks: error: {}", terminal::visible(&e.to_string()));
+            2
+        }
+    }
 }
 
 /// The command line; a usage error is printed with the control characters of the input

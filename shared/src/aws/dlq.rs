@@ -103,6 +103,7 @@ fn kind_name(kind: WorkKind) -> String {
         WorkKind::Resume => "resume".into(),
         WorkKind::Continue => "continue".into(),
         WorkKind::Recover => "recover".into(),
+        WorkKind::Cancelled => "cancelled".into(),
         WorkKind::Wake(n) => format!("wake {n}"),
         WorkKind::Waiting { seq, .. } => format!("waiting {seq}"),
     }

@@ -40,6 +40,14 @@ pub enum TargetKind {
         /// The AWS service each request is signed for (SigV4), if any.
         sigv4: Option<String>,
     },
+    /// An AWS Step Functions state machine (Standard): one execution per task, looked at every
+    /// `poll`.
+    StepFunctions {
+        /// The state machine's ARN.
+        machine: String,
+        /// The time between looks.
+        poll: Duration,
+    },
     /// A program and its arguments, with the variables it is given.
     Command {
         /// Program, then arguments.
@@ -76,4 +84,34 @@ pub struct Limits {
     pub max_task_wall: Option<Duration>,
     /// Whether requests carry the tenant.
     pub pass_tenant: bool,
+    /// What the target speaks.
+    pub protocol: Wire,
+}
+
+/// What a target speaks (the entry's `protocol`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Wire {
+    /// `mcp-tasks-step/1` (docs/step-protocol.md): asked one step at a time.
+    #[default]
+    Step,
+    /// `plain`: called once per task with exactly the arguments; its answer is the result.
+    Plain,
+}
+
+/// A `sigv4` service name (`execute-api`, `lambda`, `vpc-lattice-svcs`, …): 1 to 64 of
+/// a-z 0-9 and `-`.
+pub(crate) fn sigv4_service(name: String) -> Result<String, String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    match ok {
+        true => Ok(name),
+        false => Err(format!(
+            "sigv4 must be an AWS service name to sign for (1 to 64 of a-z 0-9 -, e.g. \
+             \"execute-api\"): {}",
+            crate::protocol::truncate(&name, 64)
+        )),
+    }
 }

@@ -11,10 +11,11 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::command::CommandTarget;
-pub use super::entry::{DeclaredEntry, HttpSecret, Limits, TargetKind};
+pub use super::entry::{DeclaredEntry, HttpSecret, Limits, TargetKind, Wire};
 use super::http::HttpTarget;
 use super::target::{Target, TargetHost};
 use super::tool::DeclaredTool;
+use super::workflow::WorkflowTool;
 use crate::tools::{Policy, Tool};
 
 /// Bounds of the per-entry limits, and their defaults (docs/tool-manifest.md).
@@ -22,7 +23,11 @@ pub mod bounds {
     /// `step_timeout_seconds`: default and maximum (a Lambda invocation's limit).
     pub const STEP_TIMEOUT: (u64, u64) = (60, 900);
     /// `max_answer_bytes`: default, least and most.
-    pub const ANSWER_BYTES: (u64, u64, u64) = (256 * 1024, 1024, 1024 * 1024);
+    pub const ANSWER_BYTES: (u64, u64, u64) = (
+        256 * 1024,
+        1024,
+        crate::declared::protocol::MAX_ANSWER_BYTES as u64,
+    );
     /// `max_retries`: default and maximum.
     pub const RETRIES: (u32, u32) = (4, 10);
     /// `max_task_seconds`: the most (a year; the server's own limit applies as well).
@@ -73,6 +78,8 @@ struct Entry {
     max_retries: Option<u32>,
     #[serde(default)]
     pass_tenant: bool,
+    #[serde(default)]
+    protocol: Option<String>,
 }
 
 fn optional() -> String {
@@ -88,6 +95,12 @@ struct TargetSpec {
     http: Option<String>,
     #[serde(default)]
     command: Option<Vec<String>>,
+    /// A Standard state machine's ARN.
+    #[serde(default)]
+    step_functions: Option<String>,
+    /// `step_functions`: seconds between looks at the execution.
+    #[serde(default)]
+    poll_seconds: Option<u64>,
     /// `http`: the header that carries the secret (default `Authorization`).
     #[serde(default)]
     header: Option<String>,
@@ -135,11 +148,7 @@ impl Manifest {
     /// Parses and checks a manifest's text: every entry complete, every value within its
     /// bounds, names unique. Input schemas are not compiled here ([`Manifest::check_schemas`]).
     pub fn parse(text: &str, origin: &str) -> Result<Self, ManifestError> {
-        let file: File = toml::from_str(text).map_err(|e| ManifestError {
-            origin: origin.to_owned(),
-            entry: None,
-            reason: format!("not a tool manifest: {}", e.message()),
-        })?;
+        let file: File = toml::from_str(text).map_err(|e| toml_error(text, origin, &e))?;
         if file.tool.len() > bounds::TOOLS {
             return Err(ManifestError {
                 origin: origin.to_owned(),
@@ -209,6 +218,22 @@ impl Manifest {
                 TargetKind::Http { url, secret, sigv4 } => Arc::new(
                     HttpTarget::new(url, secret.as_ref(), sigv4.as_deref(), host).map_err(fail)?,
                 ),
+                TargetKind::StepFunctions { machine, poll } => match &host.states {
+                    Some(api) => {
+                        if e.limits.protocol != Wire::Step {
+                            return Err(fail("a step_functions target takes no protocol".into()));
+                        }
+                        out.push(Arc::new(WorkflowTool::new(e, machine, *poll, api.clone())));
+                        continue;
+                    }
+                    None => {
+                        return Err(fail(
+                            "a step_functions target needs AWS (this build or host has no Step \
+                             Functions client)"
+                                .into(),
+                        ));
+                    }
+                },
                 TargetKind::Lambda(function) => match &host.lambda {
                     Some(invoker) => Arc::new(super::LambdaTarget {
                         function: function.clone(),
@@ -246,6 +271,40 @@ impl Manifest {
         arns
     }
 
+    /// Each entry as `name (kind of target)`, in file order: what `mcp-tasks serve` and
+    /// `mcp-tasks tools check` print.
+    pub fn summary(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .map(|e| {
+                let kind = match &e.target {
+                    TargetKind::Lambda(_) => "lambda",
+                    TargetKind::Http { .. } => "http",
+                    TargetKind::Command { .. } => "command",
+                    TargetKind::StepFunctions { .. } => "step_functions",
+                };
+                let plain = if e.limits.protocol == Wire::Plain {
+                    ", plain"
+                } else {
+                    ""
+                };
+                format!("{} ({kind}{plain})", e.name)
+            })
+            .collect()
+    }
+
+    /// The state machines the entries name (what the worker's role must be allowed to start,
+    /// describe and stop: the template's `ToolStateMachines`).
+    pub fn state_machines(&self) -> Vec<&str> {
+        self.entries
+            .iter()
+            .filter_map(|e| match &e.target {
+                TargetKind::StepFunctions { machine, .. } => Some(machine.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The Lambda functions the entries name (what the worker's role must be allowed to
     /// invoke: the template's `ToolTargetFunctions`).
     pub fn lambda_functions(&self) -> Vec<&str> {
@@ -257,6 +316,83 @@ impl Manifest {
             })
             .collect()
     }
+}
+
+/// A TOML or shape error as a refusal a newcomer can act on: the line, the entry it is in (its
+/// number and name), the key, and the parser's words with every quoted value taken out (a
+/// token pasted in the wrong place is never printed back).
+fn toml_error(text: &str, origin: &str, e: &toml::de::Error) -> ManifestError {
+    let at = e.span().map_or(text.len(), |s| s.start.min(text.len()));
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let headers: Vec<usize> = text
+        .match_indices("[[tool]]")
+        .map(|(i, _)| i)
+        .filter(|i| {
+            text[..*i]
+                .rsplit('\n')
+                .next()
+                .is_some_and(|l| l.trim().is_empty())
+        })
+        .collect();
+    let n = headers.iter().filter(|h| **h < at).count();
+    let entry = (n > 0).then(|| {
+        let section = &text[headers[n - 1]..headers.get(n).copied().unwrap_or(text.len())];
+        let name = section.lines().find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            (k.trim() == "name").then(|| v.trim().trim_matches('"').to_owned())
+        });
+        match name {
+            Some(name) => format!("tool #{n} ({})", crate::protocol::truncate(&name, 64)),
+            None => format!("tool #{n}"),
+        }
+    });
+    let this_line = before.rsplit('\n').next().unwrap_or("");
+    let keys: Vec<&str> = this_line
+        .split('=')
+        .rev()
+        .skip(1)
+        .filter_map(|part| {
+            let k = part
+                .rsplit(['{', ',', ' '])
+                .find(|w| !w.trim().is_empty())?
+                .trim();
+            k.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                .then_some(k)
+        })
+        .collect();
+    let key = match keys.as_slice() {
+        [] => String::new(),
+        [k] => format!(", key {k}"),
+        [inner, .., outer] => format!(", key {outer}.{inner}"),
+    };
+    ManifestError {
+        origin: origin.to_owned(),
+        entry,
+        reason: format!(
+            "not a tool manifest at line {line}{key}: {}",
+            without_values(e.message())
+        ),
+    }
+}
+
+/// `s` with every double-quoted part replaced by `"…"`.
+fn without_values(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut quoted = false;
+    for c in s.chars() {
+        match (c, quoted) {
+            ('"', false) => {
+                out.push_str("\"…\"");
+                quoted = true;
+            }
+            ('"', true) => quoted = false,
+            (_, true) => {}
+            (c, false) => out.push(c),
+        }
+    }
+    out
 }
 
 /// Checks one entry.
@@ -320,6 +456,11 @@ fn entry(e: Entry) -> Result<DeclaredEntry, String> {
             )?)),
         },
         pass_tenant: e.pass_tenant,
+        protocol: match e.protocol.as_deref() {
+            None | Some(super::protocol::PROTOCOL) => Wire::Step,
+            Some("plain") => Wire::Plain,
+            Some(_) => return Err("protocol must be \"mcp-tasks-step/1\" or \"plain\"".into()),
+        },
     };
     Ok(DeclaredEntry {
         target: target(e.target)?,
@@ -341,14 +482,42 @@ fn within(name: &str, v: Option<u64>, default: u64, min: u64, max: u64) -> Resul
 }
 
 fn target(t: TargetSpec) -> Result<TargetKind, String> {
-    let kinds = [t.lambda.is_some(), t.http.is_some(), t.command.is_some()];
+    let kinds = [
+        t.lambda.is_some(),
+        t.http.is_some(),
+        t.command.is_some(),
+        t.step_functions.is_some(),
+    ];
     if kinds.iter().filter(|k| **k).count() != 1 {
-        return Err("target must be exactly one of lambda, http or command".into());
+        return Err("target must be exactly one of lambda, http, command or step_functions".into());
     }
     if t.sigv4.is_some() && t.http.is_none() {
         return Err("sigv4 signs the requests of an http target only".into());
     }
     let http_only = t.header.is_some() || t.secret_env.is_some() || t.secret_arn.is_some();
+    if let Some(machine) = t.step_functions {
+        if http_only || t.env.is_some() {
+            return Err(
+                "a step_functions target takes no header, secret_env, secret_arn or env".into(),
+            );
+        }
+        if !super::workflow::is_state_machine_arn(&machine) {
+            return Err(format!(
+                "target.step_functions must be a state machine ARN \
+                 (arn:aws:states:REGION:ACCOUNT:stateMachine:NAME): {}",
+                crate::protocol::truncate(&machine, 64)
+            ));
+        }
+        let (default, least, most) = super::workflow::POLL_SECONDS;
+        let poll = within("poll_seconds", t.poll_seconds, default, least, most)?;
+        return Ok(TargetKind::StepFunctions {
+            machine,
+            poll: Duration::from_secs(poll),
+        });
+    }
+    if t.poll_seconds.is_some() {
+        return Err("poll_seconds is for a step_functions target".into());
+    }
     if let Some(function) = t.lambda {
         if http_only || t.env.is_some() {
             return Err("a lambda target takes no header, secret_env, secret_arn or env".into());
@@ -393,7 +562,7 @@ fn target(t: TargetSpec) -> Result<TargetKind, String> {
                 arn,
             }),
         };
-        let sigv4 = t.sigv4.map(sigv4_service).transpose()?;
+        let sigv4 = t.sigv4.map(super::entry::sigv4_service).transpose()?;
         return Ok(TargetKind::Http { url, secret, sigv4 });
     }
     let argv = t.command.unwrap_or_default();
@@ -411,24 +580,6 @@ fn target(t: TargetSpec) -> Result<TargetKind, String> {
         ));
     }
     Ok(TargetKind::Command { argv, env })
-}
-
-/// A `sigv4` service name (`execute-api`, `lambda`, `vpc-lattice-svcs`, …): 1 to 64 of
-/// a-z 0-9 and `-`.
-fn sigv4_service(name: String) -> Result<String, String> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    match ok {
-        true => Ok(name),
-        false => Err(format!(
-            "sigv4 must be an AWS service name to sign for (1 to 64 of a-z 0-9 -, e.g. \
-             \"execute-api\"): {}",
-            crate::protocol::truncate(&name, 64)
-        )),
-    }
 }
 
 /// Whether `arn` is a Secrets Manager secret's ARN, as IAM grants it (the full ARN, with the

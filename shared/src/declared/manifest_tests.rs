@@ -100,6 +100,31 @@ fn the_documented_example_reads_with_its_defaults() {
     );
 }
 
+/// A TOML or shape error names the line, the entry, the key, and never the value: a token
+/// pasted into the wrong key is not printed back.
+#[test]
+fn a_shape_error_names_line_entry_and_key_but_not_the_value() {
+    let text = "[[tool]]\nname = \"first\"\ndescription = \"d\"\ninput_schema = { type = \"object\" }\n\
+                target = { command = [\"true\"] }\n\n[[tool]]\nname = \"second\"\n\
+                description = \"d\"\ninput_schema = { type = \"object\" }\n\
+                target = { command = \"sk-live-0123456789\" }\n";
+    let e = Manifest::parse(text, "tools.toml").unwrap_err().to_string();
+    assert!(
+        e.starts_with(
+            "tools.toml: tool #2 (second): not a tool manifest at line 11, key target.command: "
+        ),
+        "{e}"
+    );
+    assert!(!e.contains("sk-live"), "{e}");
+    let e = Manifest::parse("[[tool]]\nname = \"x\"\nsecret_env = 5\n", "m.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("m.toml: tool #1 (x): not a tool manifest at line "),
+        "{e}"
+    );
+}
+
 /// Each broken manifest is refused, and the message names the entry and the problem.
 #[test]
 fn bad_manifests_are_refused_naming_the_entry() {
@@ -145,9 +170,13 @@ target = { command = ["true"] }"#;
         ),
         (
             one("max_answer_bytes = 10"),
-            "max_answer_bytes must be from 1024 to 1048576",
+            "max_answer_bytes must be from 1024 to 262144",
         ),
         (one("max_retries = 11"), "max_retries must be from 0 to 10"),
+        (
+            one("protocol = \"mcp-tasks-step/2\""),
+            "protocol must be \"mcp-tasks-step/1\" or \"plain\"",
+        ),
         (
             format!(
                 "[[tool]]\n{}",
@@ -156,14 +185,14 @@ target = { command = ["true"] }"#;
                     "{ command = [\"true\"], http = \"https://x\" }"
                 )
             ),
-            "target must be exactly one of lambda, http or command",
+            "target must be exactly one of lambda, http, command or step_functions",
         ),
         (
             format!(
                 "[[tool]]\n{}",
                 ok.replace("{ command = [\"true\"] }", "{ }")
             ),
-            "target must be exactly one of lambda, http or command",
+            "target must be exactly one of lambda, http, command or step_functions",
         ),
         (
             format!(

@@ -24,12 +24,14 @@ pub mod manifest;
 pub mod protocol;
 pub mod target;
 pub mod tool;
+pub mod workflow;
 
 pub use manifest::{Manifest, ManifestError};
 pub use target::{
     CallLimits, LambdaInvoker, RequestSigner, Target, TargetError, TargetHost, TraceId,
 };
 pub use tool::DeclaredTool;
+pub use workflow::{StatesApi, StatesError, WorkflowTool};
 
 /// The `lambda` target: a synchronous invocation of a function per step.
 pub struct LambdaTarget {

@@ -21,6 +21,21 @@ const MAX_REMAINING_SECONDS: f64 = 31_536_000.0;
 /// Most input requests one answer may make.
 pub const MAX_INPUT_REQUESTS: usize = 16;
 
+/// The largest answer a target may give, and so the largest result (`done`): what a finished
+/// task's record always has room for in every store (a manifest's `max_answer_bytes` is at
+/// most this).
+pub const MAX_ANSWER_BYTES: usize = 256 * 1024;
+
+/// The largest checkpoint (its JSON) a target may answer with: the room the worker has in a
+/// record a client filled to its own bound, so a checkpoint that passes here is always saved,
+/// on the task lane as in a synchronous call's `requestState`.
+pub const MAX_CHECKPOINT_BYTES: usize =
+    crate::store::MAX_RECORD_BYTES - crate::store::MAX_CLIENT_RECORD_BYTES;
+
+/// The members of a `done` that are the tool's result; any other (`resultType`, `_meta`, …)
+/// would be the answer's envelope, which is the server's, and is dropped.
+const RESULT_MEMBERS: [&str; 3] = ["content", "structuredContent", "isError"];
+
 /// One step's request (docs/step-protocol.md, "One step").
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -81,6 +96,16 @@ pub enum Answer {
     Error(String),
     /// The job cannot go on.
     Failed(String),
+}
+
+impl Answer {
+    /// The checkpoint the answer carries, if its kind has one.
+    pub fn checkpoint(&self) -> Option<&Value> {
+        match self {
+            Self::Continue(cp, _) | Self::Sleep(cp, _) | Self::Input(cp, _) => Some(cp),
+            Self::Done(_) | Self::Error(_) | Self::Failed(_) => None,
+        }
+    }
 }
 
 /// Why an answer is not an `mcp-tasks-step/1` answer. The reason is for the log; the client
@@ -173,9 +198,10 @@ fn input_request(request: &Value) -> Result<(), BadAnswer> {
 }
 
 fn done(body: Value) -> Result<Value, BadAnswer> {
-    let o = body
-        .as_object()
-        .ok_or(BadAnswer("done is not a CallToolResult object"))?;
+    let Value::Object(mut o) = body else {
+        return Err(BadAnswer("done is not a CallToolResult object"));
+    };
+    o.retain(|k, _| RESULT_MEMBERS.contains(&k.as_str()));
     match o.get("content") {
         Some(Value::Array(items)) if items.iter().all(Value::is_object) => {}
         _ => return Err(BadAnswer("done has no content array of objects")),
@@ -186,7 +212,7 @@ fn done(body: Value) -> Result<Value, BadAnswer> {
     if o.get("structuredContent").is_some_and(|s| !s.is_object()) {
         return Err(BadAnswer("done's structuredContent is not an object"));
     }
-    Ok(body)
+    Ok(Value::Object(o))
 }
 
 fn progress(p: Value) -> Result<StepProgress, BadAnswer> {

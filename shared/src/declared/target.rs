@@ -140,6 +140,9 @@ pub struct TargetHost {
     pub allow_commands: bool,
     /// The Lambda client for `lambda` targets (`None`: such a manifest refuses to load).
     pub lambda: Option<Arc<dyn LambdaInvoker>>,
+    /// The Step Functions API for `step_functions` targets (`None`: such a manifest refuses to
+    /// load).
+    pub states: Option<Arc<dyn super::workflow::StatesApi>>,
     /// Where a relative command path, and a command's working directory, are taken from: the
     /// manifest file's directory.
     pub base_dir: Option<std::path::PathBuf>,
@@ -165,6 +168,7 @@ impl std::fmt::Debug for TargetHost {
             .field("allow_commands", &self.allow_commands)
             .field("lambda", &self.lambda.is_some())
             .field("signer", &self.signer.is_some())
+            .field("states", &self.states.is_some())
             .field("base_dir", &self.base_dir)
             .field(
                 "secrets",
@@ -174,7 +178,51 @@ impl std::fmt::Debug for TargetHost {
     }
 }
 
+/// A Lambda client and a Step Functions API that are never called: a host that checks a
+/// manifest without running it ([`TargetHost::checking`]).
+struct NotCalled;
+
+#[async_trait]
+impl LambdaInvoker for NotCalled {
+    async fn invoke(&self, _: &str, _: Vec<u8>, _: CallLimits) -> Result<Vec<u8>, TargetError> {
+        Err(TargetError::InvokeRefused(
+            "a manifest check invokes nothing",
+        ))
+    }
+}
+
+#[async_trait]
+impl super::workflow::StatesApi for NotCalled {
+    async fn call(
+        &self,
+        _: &'static str,
+        _: serde_json::Value,
+        _: Duration,
+    ) -> Result<serde_json::Value, super::workflow::StatesError> {
+        Err(super::workflow::StatesError::Refused("NotCalled".into()))
+    }
+}
+
+#[async_trait]
+impl RequestSigner for NotCalled {
+    async fn sign(&self, _: &str, _: &mut reqwest::Request) -> Result<(), &'static str> {
+        Err("a manifest check signs nothing")
+    }
+}
+
 impl TargetHost {
+    /// A host with every kind of AWS target present but never called: what checking a
+    /// manifest builds its tools over (commands still need their program, and secrets
+    /// their variable, as when serving).
+    pub fn checking() -> Self {
+        Self {
+            lambda: Some(Arc::new(NotCalled)),
+            states: Some(Arc::new(NotCalled)),
+            signer: Some(Arc::new(NotCalled)),
+            ..Self::default()
+        }
+    }
+
     /// The value of environment variable `name`, through [`TargetHost::env`].
     pub fn var(&self, name: &str) -> Option<String> {
         match &self.env {

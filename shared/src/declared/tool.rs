@@ -7,10 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use super::entry::{DeclaredEntry, Limits};
-use super::protocol::{Answer, PROTOCOL, StepRequest, TaskRef, parse_answer};
+use super::entry::{DeclaredEntry, Limits, Wire};
+use super::protocol::{
+    Answer, MAX_ANSWER_BYTES, MAX_CHECKPOINT_BYTES, PROTOCOL, StepProgress, StepRequest, TaskRef,
+    parse_answer,
+};
 use super::target::{CallLimits, Target, TargetError};
 use crate::jobs::{JobContext, JobError, Step};
 use crate::protocol::method::InputMethod;
@@ -57,12 +60,16 @@ impl DeclaredTool {
     }
 }
 
-/// The worker's copy of a declared tool's state: the target's checkpoint, and the retries of
-/// the step it is on. Stored as the task's checkpoint; the target only ever sees `checkpoint`.
+/// The worker's copy of a declared tool's state, stored as the task's checkpoint (and on the
+/// synchronous lane sealed in `requestState`): the target's checkpoint, the retries of the step
+/// it is on, the keys it asked for (only answers to those reach it), and the highest progress
+/// it reported (progress only goes up). The target only ever sees `checkpoint`.
 #[derive(Debug, Default, PartialEq)]
 struct State {
     checkpoint: Value,
     retries: u32,
+    asked: Map<String, Value>,
+    progress: Option<f64>,
 }
 
 impl State {
@@ -73,15 +80,61 @@ impl State {
                 .get("retries")
                 .and_then(Value::as_u64)
                 .map_or(0, |r| r.min(u64::from(u32::MAX)) as u32),
+            asked: raw
+                .get("asked")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
+            progress: raw.get("progress").and_then(Value::as_f64),
         }
     }
 
-    fn of(checkpoint: Value) -> Value {
-        json!({"checkpoint": checkpoint})
+    /// The stored form; a job that never asked nor reported keeps the old `{"checkpoint"}`.
+    fn stored(&self, checkpoint: Value, retries: u32) -> Value {
+        let mut m = Map::new();
+        m.insert("checkpoint".into(), checkpoint);
+        if retries > 0 {
+            m.insert("retries".into(), json!(retries));
+        }
+        if !self.asked.is_empty() {
+            m.insert("asked".into(), Value::Object(self.asked.clone()));
+        }
+        if let Some(p) = self.progress {
+            m.insert("progress".into(), json!(p));
+        }
+        Value::Object(m)
+    }
+
+    /// Moving on from a new checkpoint (the step's retries start again).
+    fn of(&self, checkpoint: Value) -> Value {
+        self.stored(checkpoint, 0)
     }
 
     fn retrying(&self) -> Value {
-        json!({"checkpoint": self.checkpoint, "retries": self.retries + 1})
+        self.stored(self.checkpoint.clone(), self.retries + 1)
+    }
+
+    /// The answers the target may see: those to keys it asked for, each of the shape its
+    /// request's method answers with. Anything else a client sent (a first call's unasked
+    /// `inputResponses`, a key of its own) never reaches the target.
+    fn answers(&self, inputs: &Map<String, Value>) -> Result<Map<String, Value>, JobError> {
+        let mut out = Map::new();
+        for (key, method) in &self.asked {
+            let Some(answer) = inputs.get(key) else {
+                continue;
+            };
+            let Some(fields) = answer.as_object() else {
+                return Err(JobError::InvalidParams(format!(
+                    "inputResponses[{key:?}] must be an object"
+                )));
+            };
+            if let Some(m) = method.as_str().and_then(InputMethod::from_name) {
+                m.check_answer(key, fields)
+                    .map_err(JobError::InvalidParams)?;
+            }
+            out.insert(key.clone(), answer.clone());
+        }
+        Ok(out)
     }
 }
 
@@ -111,11 +164,10 @@ impl Tool for DeclaredTool {
     }
 
     fn run_policy(&self) -> RunPolicy {
-        // Every step is a call to somewhere else that may have had effects: save after each,
-        // so that a crash repeats only the step in flight (docs/step-protocol.md, "At least
-        // once").
+        // Saved at the worker's pace like any job's (at most about once a second, a large
+        // checkpoint less often, always before parking, asking or ending): a crash repeats the
+        // steps since the last save (docs/step-protocol.md, "At least once").
         RunPolicy {
-            save_every_step: true,
             max_task_wall: self.limits.max_task_wall,
         }
     }
@@ -143,22 +195,12 @@ impl Tool for DeclaredTool {
             } else {
                 0
             };
-        let deadline_ms = crate::clock::now_ms() + timeout.as_millis() as u64;
-        let request = StepRequest {
-            protocol: PROTOCOL,
-            tool: self.def.name,
-            arguments: ctx.arguments(),
-            checkpoint: &state.checkpoint,
-            input: ctx.inputs(),
-            attempt,
-            deadline_ms,
-            task: TaskRef {
-                id: ctx.task_id(),
-                tenant: self.limits.pass_tenant.then(|| ctx.tenant()),
-            },
+        let body = match self.limits.protocol {
+            Wire::Step => self.request(&state, ctx, attempt, timeout)?,
+            // A plain target gets exactly the (checked) arguments, once per task.
+            Wire::Plain => serde_json::to_vec(ctx.arguments())
+                .map_err(|_| self.failed("its request could not be written"))?,
         };
-        let body = serde_json::to_vec(&request)
-            .map_err(|_| self.failed("its request could not be written"))?;
         let limits = CallLimits {
             timeout,
             max_answer_bytes: self.limits.max_answer_bytes,
@@ -171,7 +213,14 @@ impl Tool for DeclaredTool {
             Ok(bytes) => bytes,
             Err(e) if e.retried() && state.retries < self.limits.max_retries => {
                 tracing::warn!(tool = self.def.name, task_id = ctx.task_id().unwrap_or("-"), attempt, error = %e, "declared tool: step failed, retrying");
-                return Ok(Step::Sleep(state.retrying(), backoff(state.retries)));
+                // A step that timed out may still be running in its target (an Invoke is not
+                // stopped by giving up on it): the next try waits at least as long as the
+                // step had, so tries overlap as little as the timeout allows.
+                let mut pause = backoff(state.retries);
+                if e == TargetError::Timeout {
+                    pause = pause.max(timeout);
+                }
+                return Ok(Step::Sleep(state.retrying(), pause));
             }
             Err(e) if e.retried() && state.retries > 0 => {
                 tracing::warn!(tool = self.def.name, task_id = ctx.task_id().unwrap_or("-"), attempt, error = %e, "declared tool: step failed, no tries left");
@@ -185,33 +234,37 @@ impl Tool for DeclaredTool {
         if bytes.len() > self.limits.max_answer_bytes {
             return Err(self.failed(TargetError::TooLarge(self.limits.max_answer_bytes)));
         }
+        if self.limits.protocol == Wire::Plain {
+            return plain_result(self.def.name, &bytes).map(Step::Done);
+        }
         let answer = parse_answer(&bytes).map_err(|bad| {
             tracing::warn!(tool = self.def.name, task_id = ctx.task_id().unwrap_or("-"), why = %bad, "declared tool: a bad answer");
             self.failed("its target answered with something that is not an mcp-tasks-step/1 answer")
         })?;
-        self.apply(answer, ctx)
+        if bytes.len() > MAX_CHECKPOINT_BYTES
+            && let Some(cp) = answer.checkpoint()
+            && serde_json::to_vec(cp).map_or(usize::MAX, |b| b.len()) > MAX_CHECKPOINT_BYTES
+        {
+            return Err(self.failed(format!(
+                "its target's checkpoint is larger than {MAX_CHECKPOINT_BYTES} bytes"
+            )));
+        }
+        self.apply(answer, state, ctx)
     }
 }
 
 impl DeclaredTool {
     /// What the worker does with an answer.
-    fn apply(&self, answer: Answer, ctx: &JobContext) -> Result<Step, JobError> {
+    fn apply(&self, answer: Answer, mut state: State, ctx: &JobContext) -> Result<Step, JobError> {
         match answer {
             Answer::Done(result) => Ok(Step::Done(result)),
             Answer::Continue(cp, progress) => {
                 if let Some(p) = progress {
-                    let message = p.message.unwrap_or_else(|| match p.total {
-                        Some(t) => format!("{} of {}", p.progress, t),
-                        None => format!("{}", p.progress),
-                    });
-                    ctx.progress(p.progress, p.total, message);
-                    if let Some(left) = p.remaining {
-                        ctx.expect_remaining(left);
-                    }
+                    self.report(p, &mut state, ctx);
                 }
-                Ok(Step::Continue(State::of(cp)))
+                Ok(Step::Continue(state.of(cp)))
             }
-            Answer::Sleep(cp, d) => Ok(Step::Sleep(State::of(cp), d)),
+            Answer::Sleep(cp, d) => Ok(Step::Sleep(state.of(cp), d)),
             Answer::Input(cp, requests) => {
                 for request in requests.values() {
                     let method = request["method"].as_str().unwrap_or("");
@@ -232,11 +285,89 @@ impl DeclaredTool {
                         ));
                     }
                 }
-                Ok(Step::NeedInputAt(State::of(cp), requests))
+                for (key, request) in &requests {
+                    state.asked.insert(key.clone(), request["method"].clone());
+                }
+                Ok(Step::NeedInputAt(state.of(cp), requests))
             }
             Answer::Error(message) => Err(JobError::Tool(message)),
             Answer::Failed(message) => Err(self.failed(message)),
         }
+    }
+}
+
+/// A plain answer as the tool's result (docs/tool-manifest.md, "Plain targets"), for `plain`
+/// targets and a workflow's output alike: an object is `structuredContent` and its JSON as the
+/// text; a string is the text; any other JSON value is its JSON as the text. Not JSON, or a
+/// result over [`MAX_ANSWER_BYTES`], fails the task without quoting the answer.
+pub(super) fn plain_result(tool: &str, bytes: &[u8]) -> Result<Value, JobError> {
+    let failed = |why: String| {
+        JobError::Protocol(ErrorObject::internal(&format!("Tool {tool} failed: {why}")))
+    };
+    let value: Value = serde_json::from_slice(bytes).map_err(|_| {
+        tracing::warn!(tool, "declared tool: a plain answer that is not JSON");
+        failed("its target answered with something that is not JSON".into())
+    })?;
+    let text = match &value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut result = json!({"content": [{"type": "text", "text": text}], "isError": false});
+    if value.is_object() {
+        result["structuredContent"] = value;
+    }
+    if serde_json::to_vec(&result).map_or(usize::MAX, |b| b.len()) > MAX_ANSWER_BYTES {
+        return Err(failed(format!(
+            "its target's result is larger than {MAX_ANSWER_BYTES} bytes"
+        )));
+    }
+    Ok(result)
+}
+
+impl DeclaredTool {
+    /// One step's `mcp-tasks-step/1` request.
+    fn request(
+        &self,
+        state: &State,
+        ctx: &JobContext,
+        attempt: u32,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, JobError> {
+        let deadline_ms = crate::clock::now_ms() + timeout.as_millis() as u64;
+        let input = state.answers(ctx.inputs())?;
+        let request = StepRequest {
+            protocol: PROTOCOL,
+            tool: self.def.name,
+            arguments: ctx.arguments(),
+            checkpoint: &state.checkpoint,
+            input: &input,
+            attempt,
+            deadline_ms,
+            task: TaskRef {
+                id: ctx.task_id(),
+                tenant: self.limits.pass_tenant.then(|| ctx.tenant()),
+            },
+        };
+        serde_json::to_vec(&request).map_err(|_| self.failed("its request could not be written"))
+    }
+
+    /// Passes a `continue`'s progress on, if it goes forward: MCP progress only ever
+    /// increases, so a report at or below the highest so far (or below zero) is dropped, its
+    /// message with it (docs/step-protocol.md, "Progress"). `remainingSeconds` is taken either
+    /// way.
+    fn report(&self, p: StepProgress, state: &mut State, ctx: &JobContext) {
+        if let Some(left) = p.remaining {
+            ctx.expect_remaining(left);
+        }
+        if p.progress < 0.0 || state.progress.is_some_and(|last| p.progress <= last) {
+            return;
+        }
+        state.progress = Some(p.progress);
+        let message = p.message.unwrap_or_else(|| match p.total {
+            Some(t) => format!("{} of {}", p.progress, t),
+            None => format!("{}", p.progress),
+        });
+        ctx.progress(p.progress, p.total, message);
     }
 }
 

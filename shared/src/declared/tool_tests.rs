@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use super::*;
+use crate::declared::entry::Wire;
 use crate::declared::manifest::{DeclaredEntry, TargetKind};
 use crate::task::TaskStatus;
 use crate::tools::Policy;
@@ -52,6 +53,7 @@ fn entry(limits: impl FnOnce(&mut Limits)) -> DeclaredEntry {
         max_retries: 2,
         max_task_wall: None,
         pass_tenant: false,
+        protocol: Wire::Step,
     };
     limits(&mut l);
     DeclaredEntry {
@@ -232,17 +234,19 @@ async fn error_and_failed_answers_are_the_tools_words() {
     );
 }
 
-/// After a crash the step in flight is asked again, and says it may have run before; the steps
-/// before it are not (every step's checkpoint is saved).
+/// A declared job is saved at the worker's pace (here: once a minute), not after every step:
+/// after a crash the steps since the last save are asked again, the first of them saying it
+/// may have run before (docs/step-protocol.md, "At least once").
 #[tokio::test(start_paused = true)]
-async fn a_crash_repeats_only_the_step_in_flight_with_a_higher_attempt() {
+async fn a_crash_repeats_the_steps_since_the_last_save_with_a_higher_attempt() {
     let target = Scripted::with(vec![
+        Ok(json!({"continue": {"checkpoint": 1}})),
+        Ok(json!({"continue": {"checkpoint": 2}})),
         Ok(json!({"continue": {"checkpoint": 1}})),
         Ok(json!({"continue": {"checkpoint": 2}})),
         Ok(json!({"continue": {"checkpoint": 3}})),
         Ok(json!({"done": text("3")})),
     ]);
-    // Even when the kit would save only once a minute, a declared tool saves every step.
     let mut job = kit(target.clone(), |_| {})
         .save_every(Duration::from_secs(60))
         .start(json!({}))
@@ -250,6 +254,7 @@ async fn a_crash_repeats_only_the_step_in_flight_with_a_higher_attempt() {
         .unwrap();
     job.step().await.unwrap();
     job.step().await.unwrap();
+    assert_eq!(job.saved_checkpoint(), &Value::Null, "not saved yet");
     job.crash();
     assert_eq!(job.run().await, TaskStatus::Completed);
     let r = target.requests();
@@ -262,10 +267,134 @@ async fn a_crash_repeats_only_the_step_in_flight_with_a_higher_attempt() {
         [
             (json!(null), json!(1)),
             (json!(1), json!(1)),
-            (json!(2), json!(2)),
+            (json!(null), json!(2)),
+            (json!(1), json!(1)),
+            (json!(2), json!(1)),
             (json!(3), json!(1)),
         ]
     );
+}
+
+/// A `done` is the tool's result and nothing else: a `resultType` or `_meta` in it cannot turn
+/// a synchronous answer into a task handle or an input round.
+#[tokio::test(start_paused = true)]
+async fn done_sets_the_result_never_the_envelope() {
+    for forged in [json!("task"), json!("input_required")] {
+        let target = Scripted::with(vec![Ok(json!({"done": {
+            "content": [{"type": "text", "text": "ok"}], "isError": false,
+            "resultType": forged, "task": {"taskId": "tsk_fake"},
+            "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "tsk_fake"}}}}))]);
+        let mut job = kit(target, |_| {}).start_inline(json!({})).await.unwrap();
+        assert_eq!(job.run().await, TaskStatus::Completed);
+        assert_eq!(
+            job.result(),
+            Some(&json!({"content": [{"type": "text", "text": "ok"}], "isError": false}))
+        );
+    }
+}
+
+/// MCP progress only increases: a report at or below the highest so far, or below zero, is
+/// dropped (its message with it), on the task lane and across a crash alike.
+#[tokio::test(start_paused = true)]
+async fn progress_only_goes_up() {
+    let step = |p: f64| Ok(json!({"continue": {"checkpoint": p, "progress": {"progress": p}}}));
+    let target = Scripted::with(vec![
+        step(-5.0),
+        step(50.0),
+        step(90.0),
+        step(10.0),
+        step(10.0),
+        step(95.0),
+        Ok(json!({"done": text("ok")})),
+    ]);
+    let mut job = kit(target, |_| {}).start(json!({})).await.unwrap();
+    assert_eq!(job.run().await, TaskStatus::Completed);
+    let seen: Vec<f64> = job.progress().iter().map(|p| p.progress).collect();
+    assert_eq!(seen, [50.0, 90.0, 95.0]);
+}
+
+/// Only answers to keys the target asked for reach it, each checked for its method's shape: a
+/// first call's `inputResponses` (a synchronous call may carry them without a `requestState`)
+/// are not the target's to see.
+#[tokio::test(start_paused = true)]
+async fn only_answers_to_asked_keys_reach_the_target() {
+    let ask = json!({"input": {"checkpoint": "asked", "requests": {"confirm": {
+        "method": "elicitation/create", "params": {"message": "Go?",
+        "requestedSchema": {"type": "object", "properties": {}}}}}}});
+    let target = Scripted::with(vec![Ok(ask), Ok(json!({"done": text("ok")}))]);
+    let tool = DeclaredTool::new(&entry(|_| {}), target.clone());
+    let mut sent = serde_json::Map::new();
+    sent.insert("confirm".into(), json!({"action": "accept", "content": {}}));
+    sent.insert("junk".into(), json!("not-an-object"));
+    let ctx = |cp: Value, inputs: serde_json::Map<String, Value>| {
+        JobContext::new(
+            json!({}),
+            cp,
+            inputs,
+            json!({"elicitation": {}}),
+            crate::jobs::ProgressSink::latest_only(),
+        )
+    };
+    // The first step: nothing was asked, nothing is passed.
+    let Step::NeedInputAt(state, _) = tool.step(&ctx(Value::Null, sent.clone())).await.unwrap()
+    else {
+        panic!("an ask")
+    };
+    assert_eq!(target.requests()[0]["input"], json!({}));
+    // The answered step: the asked key only.
+    tool.step(&ctx(state.clone(), sent.clone())).await.unwrap();
+    assert_eq!(
+        target.requests()[1]["input"],
+        json!({"confirm": {"action": "accept", "content": {}}})
+    );
+    // An answer of the wrong shape to an asked key is refused, not passed on.
+    let mut bad = serde_json::Map::new();
+    bad.insert("confirm".into(), json!({"action": "maybe"}));
+    let refused = tool.step(&ctx(state, bad)).await.unwrap_err();
+    assert!(
+        matches!(refused, JobError::InvalidParams(ref m) if m.contains("confirm")),
+        "{refused:?}"
+    );
+    assert_eq!(target.requests().len(), 2, "not asked again");
+}
+
+/// A checkpoint is bounded by the room a record has for it, whatever `max_answer_bytes` says,
+/// so a checkpoint that passes is always saved (and one that does not fails the task here, the
+/// same on both lanes, not later in the store).
+#[tokio::test(start_paused = true)]
+async fn a_checkpoint_over_its_bound_fails_the_task_when_it_arrives() {
+    let big = "x".repeat(MAX_CHECKPOINT_BYTES);
+    let target = Scripted::with(vec![Ok(json!({"continue": {"checkpoint": big}}))]);
+    let mut job = kit(target, |l| l.max_answer_bytes = 256 * 1024)
+        .start_inline(json!({}))
+        .await
+        .unwrap();
+    assert_eq!(job.run().await, TaskStatus::Failed);
+    assert_eq!(
+        job.error().unwrap().message,
+        format!(
+            "Tool report failed: its target's checkpoint is larger than {MAX_CHECKPOINT_BYTES} bytes"
+        )
+    );
+}
+
+/// A step that timed out may still be running in its target: the next try waits at least the
+/// step's timeout again, never just the first back-off.
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_step_is_not_retried_before_its_timeout_again() {
+    let target = Scripted::with(vec![Err(TargetError::Timeout)]);
+    let tool = DeclaredTool::new(&entry(|_| {}), target);
+    let ctx = JobContext::new(
+        json!({}),
+        Value::Null,
+        serde_json::Map::new(),
+        json!({}),
+        crate::jobs::ProgressSink::latest_only(),
+    );
+    match tool.step(&ctx).await.unwrap() {
+        Step::Sleep(_, d) => assert!(d >= Duration::from_secs(5), "{d:?}"),
+        other => panic!("a retry: {other:?}"),
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -76,9 +76,6 @@ pub struct Claim {
 /// How the worker runs a tool's jobs, beyond the server's settings.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RunPolicy {
-    /// Save the checkpoint after every step rather than at most once a second: for steps that
-    /// are calls elsewhere with effects, so a crash repeats only the step in flight.
-    pub save_every_step: bool,
     /// A longest running time for one task below the server's own (the worker stops the job
     /// at the smaller of the two).
     pub max_task_wall: Option<Duration>,
@@ -109,6 +106,12 @@ pub trait Tool: Send + Sync + 'static {
     fn run_policy(&self) -> RunPolicy {
         RunPolicy::default()
     }
+
+    /// Called when a task of this tool ends before its job did (cancelled, stopped at a
+    /// limit, expired), with its task id and last checkpoint: a tool whose work runs elsewhere
+    /// (a Step Functions execution) stops it here. Best effort and possibly more than once;
+    /// by default nothing.
+    async fn abandon(&self, _task_id: &str, _checkpoint: &Value) {}
 
     /// A human-readable title for `tools/list` (default: none).
     fn title(&self) -> Option<&str> {

@@ -52,6 +52,9 @@ impl Worker {
                     next.version = v;
                     *task = next;
                     tracing::info!(task_id = %task.task_id, status = task.status.as_str(), "task.{}", task.status.as_str());
+                    if task.status == TaskStatus::Cancelled {
+                        self.stop_elsewhere(task).await;
+                    }
                     return Ok(Outcome::Finished(task.status));
                 }
                 Err(StoreError::Conflict) => {
@@ -75,6 +78,14 @@ impl Worker {
                 }
                 Err(e) => return Err(e.into()),
             }
+        }
+    }
+
+    /// Lets the tool of a task that ended before its job did stop what it started elsewhere
+    /// ([`Tool::abandon`]).
+    pub(super) async fn stop_elsewhere(&self, task: &TaskRecord) {
+        if let Some(tool) = self.tools.get(&task.tool) {
+            tool.abandon(&task.task_id, &task.checkpoint).await;
         }
     }
 

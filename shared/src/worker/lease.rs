@@ -15,6 +15,13 @@ impl Worker {
             };
             let now = now_ms();
             if task.status.is_terminal() || task.is_expired(now) {
+                // Ended while parked or queued (a cancel, its TTL): what its tool started
+                // elsewhere is stopped when the cancel's message, or the wake, comes by.
+                let ended_early = task.status == TaskStatus::Cancelled
+                    || (task.is_expired(now) && !task.status.is_terminal());
+                if ended_early && matches!(msg.kind, WorkKind::Cancelled | WorkKind::Wake(_)) {
+                    self.stop_elsewhere(&task).await;
+                }
                 return Ok(Err(Outcome::Dropped));
             }
             // A live run owns the task, cancel asked or not: it sees the request at its next
@@ -32,6 +39,7 @@ impl Worker {
                 match self.store.update(&task).await {
                     Ok(_) => {
                         tracing::info!(task_id = %task.task_id, "task.cancelled");
+                        self.stop_elsewhere(&task).await;
                         return Ok(Err(Outcome::Finished(TaskStatus::Cancelled)));
                     }
                     Err(StoreError::Conflict) => continue,

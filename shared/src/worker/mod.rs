@@ -97,10 +97,25 @@ impl Default for WorkerSettings {
     }
 }
 
-/// How far past the wall-time quota a run may go before it is stopped: a job that claimed
-/// exactly the limit (a day-long `wait` under a one-day limit) finishes, with the time its
-/// steps and writes took on top.
+/// How far past the server's wall-time quota a run may go before it is stopped: a job that
+/// claimed exactly the limit at creation (a day-long `wait` under a one-day limit, admitted by
+/// [`crate::engine::check_claim`]) finishes, with the time its steps and writes took on top.
+/// A tool's own, lower limit (a manifest's `max_task_seconds`) gets no grace: nothing was
+/// admitted against it.
 const WALL_GRACE: Duration = Duration::from_secs(60);
+
+/// The record bytes a job may write per [`WorkerSettings::checkpoint_every`] (a second by
+/// default): a record larger than this is saved (and parked) proportionally less often, so one
+/// job costs at most about four DynamoDB write units a second whatever its checkpoint's size,
+/// and a tenant at most that many times its running places (docs/step-protocol.md, "At least
+/// once").
+pub const SAVE_BYTES: usize = 4 * 1024;
+
+/// The least time between two writes of a record `bytes` long: `every`, times the number of
+/// [`SAVE_BYTES`] the record holds when it holds more than one.
+pub fn save_gap(every: Duration, bytes: usize) -> Duration {
+    every.mul_f64((bytes as f64 / SAVE_BYTES as f64).max(1.0))
+}
 
 /// What became of one message.
 #[derive(Debug, Clone, PartialEq, Eq)]

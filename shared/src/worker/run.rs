@@ -3,6 +3,7 @@
 use super::deadline::{in_time, sleep_until_opt};
 use super::finish::adopt;
 use super::*;
+use crate::store::record_len;
 
 impl Worker {
     pub(super) async fn run(
@@ -40,9 +41,17 @@ impl Worker {
             d - self.settings.deadline_margin.min(left / 2)
         });
         let mut ctx = ctx.until(stop_at);
+        // A task woken (or handed over) past its running-time limit stops before it asks for
+        // another step: the limit holds whatever the last step answered.
+        if let Some(over) = self.over_quota(&task, policy.max_task_wall) {
+            return self.stop_at_quota(&tool, &mut task, owner, over).await;
+        }
         let mut stepped = false;
         let mut next_check = Instant::now() + self.settings.check_every;
+        // Taking the lease was a write: the next one is owed a gap from now, as long as the
+        // record's size says (a large checkpoint is saved less often).
         let mut last_save = Instant::now();
+        let mut gap = save_gap(self.settings.checkpoint_every, record_len(&task));
         let released = || release.as_ref().is_some_and(|r| *r.borrow());
         loop {
             // Between steps only: a step asked to stop early is never cut short.
@@ -103,43 +112,28 @@ impl Worker {
             };
             task.cpu_ms = base_cpu_ms + ctx.cpu_used_ms();
             task.run_ms = base_run_ms + run_started.elapsed().as_millis() as u64;
-            if matches!(step, Ok(Step::Continue(_)))
-                && let Some(over) = self.over_quota(&task, policy.max_task_wall)
+            // Every answer that goes on (a next step, a sleep, a question) is held to the
+            // running-time limit; one that ends the job is not stopped short of its end.
+            if matches!(
+                step,
+                Ok(Step::Continue(_) | Step::Sleep(..) | Step::NeedInput(_))
+            ) && let Some(over) = self.over_quota(&task, policy.max_task_wall)
             {
-                tracing::info!(task_id = %task.task_id, limit = over.limit.as_str(), "quota.stopped");
-                let result = over.to_tool_result();
-                return self
-                    .finish(&mut task, owner, |t| t.complete(result.clone()))
-                    .await;
+                return self.stop_at_quota(&tool, &mut task, owner, over).await;
             }
             match step {
                 Ok(Step::Continue(cp)) => {
                     ctx.set_checkpoint(cp);
-                    if policy.save_every_step
-                        || last_save.elapsed() >= self.settings.checkpoint_every
-                    {
+                    if last_save.elapsed() >= gap {
                         last_save = Instant::now();
-                        task.checkpoint = ctx.raw_checkpoint().clone();
-                        // Progress is saved: earlier deaths no longer count against the job
-                        // (the limit is on runs that die without getting anywhere).
-                        task.interruptions = 0;
-                        if let Some(m) = progress.latest_message() {
-                            task.status_message = Some(m);
-                        }
-                        if let Some(left) = ctx.remaining() {
-                            let floor = self.settings.poll_interval_floor;
-                            task.poll_interval_ms =
-                                crate::jobs::poll_interval_for(left, floor).as_millis() as u64;
-                        }
-                        task.touch();
-                        if let Some(i) =
-                            in_time(stop_at, self.write_or_check(&mut task, owner)).await?
+                        if let Some(i) = self
+                            .save_step(&mut task, &ctx, &progress, owner, stop_at)
+                            .await?
                         {
                             let cp = ctx.raw_checkpoint();
                             return self.interrupted(&mut task, owner, i, cp, deadline).await;
                         }
-                        #[cfg(feature = "fault-injection")]
-                        crate::fault::checkpoint_written(&task.task_id);
+                        gap = save_gap(self.settings.checkpoint_every, record_len(&task));
                         // The write was conditional on the version this run holds: it found
                         // no cancel request and the lease still ours, as a check would have.
                         // The next check waits half an interval more than the next
@@ -163,6 +157,9 @@ impl Worker {
                     if let Some(m) = progress.latest_message() {
                         task.status_message = Some(m);
                     }
+                    // Parking writes the record: a large one parks no more often than it
+                    // would be saved (the sleep lasts longer than asked, never shorter).
+                    let d = d.max(gap.saturating_sub(last_save.elapsed()));
                     let floor = self.settings.poll_interval_floor;
                     task.poll_interval_ms =
                         crate::jobs::poll_interval_for(d, floor).as_millis() as u64;
@@ -195,8 +192,15 @@ impl Worker {
                     });
                 }
                 Ok(Step::Done(result)) => {
+                    // A finished task keeps its result, not what running it needed: the room
+                    // is the result's (so any result a declared target may answer fits).
                     return self
-                        .finish(&mut task, owner, |t| t.complete(result.clone()))
+                        .finish(&mut task, owner, |t| {
+                            t.checkpoint = Value::Null;
+                            t.input_requests.clear();
+                            t.input_responses.clear();
+                            t.complete(result.clone())
+                        })
                         .await;
                 }
                 Err(JobError::Tool(msg)) => {
@@ -220,6 +224,53 @@ impl Worker {
         }
     }
 
+    /// Ends a job that went past a per-task limit with the quota's result, and lets its tool
+    /// stop what it started elsewhere.
+    async fn stop_at_quota(
+        &self,
+        tool: &Arc<dyn Tool>,
+        task: &mut TaskRecord,
+        owner: &str,
+        over: crate::quota::QuotaExceeded,
+    ) -> Result<Outcome, WorkerError> {
+        tracing::info!(task_id = %task.task_id, limit = over.limit.as_str(), "quota.stopped");
+        let result = over.to_tool_result();
+        let out = self
+            .finish(task, owner, |t| t.complete(result.clone()))
+            .await;
+        tool.abandon(&task.task_id, &task.checkpoint).await;
+        out
+    }
+
+    /// Saves a step's checkpoint (with the latest progress and poll interval) under the lease.
+    async fn save_step(
+        &self,
+        task: &mut TaskRecord,
+        ctx: &JobContext,
+        progress: &ProgressSink,
+        owner: &str,
+        stop_at: Option<Instant>,
+    ) -> Result<Option<Interrupt>, WorkerError> {
+        task.checkpoint = ctx.raw_checkpoint().clone();
+        // Progress is saved: earlier deaths no longer count against the job (the limit is on
+        // runs that die without getting anywhere).
+        task.interruptions = 0;
+        if let Some(m) = progress.latest_message() {
+            task.status_message = Some(m);
+        }
+        if let Some(left) = ctx.remaining() {
+            let floor = self.settings.poll_interval_floor;
+            task.poll_interval_ms = crate::jobs::poll_interval_for(left, floor).as_millis() as u64;
+        }
+        task.touch();
+        let out = in_time(stop_at, self.write_or_check(task, owner)).await?;
+        #[cfg(feature = "fault-injection")]
+        if out.is_none() {
+            crate::fault::checkpoint_written(&task.task_id);
+        }
+        Ok(out)
+    }
+
     /// The per-task limit a job has gone past, judging by what it used (this run included).
     /// `tool_wall` is the tool's own limit on running time, when it has one below the
     /// server's.
@@ -230,8 +281,10 @@ impl Worker {
     ) -> Option<crate::quota::QuotaExceeded> {
         use crate::quota::{Limit, QuotaExceeded};
         let mut q = self.settings.quotas.clone();
-        if let Some(w) = tool_wall {
-            q.max_task_wall = q.max_task_wall.min(w);
+        let mut grace = WALL_GRACE;
+        if let Some(w) = tool_wall.filter(|w| *w < q.max_task_wall) {
+            q.max_task_wall = w;
+            grace = Duration::ZERO;
         }
         let q = &q;
         let stop = |limit, what: &str, used_ms: u64, max: Duration| QuotaExceeded {
@@ -245,7 +298,7 @@ impl Worker {
                 max.as_secs_f64()
             ),
         };
-        let wall = q.max_task_wall + WALL_GRACE;
+        let wall = q.max_task_wall + grace;
         if task.run_ms > wall.as_millis() as u64 {
             return Some(stop(
                 Limit::TaskWallTime,

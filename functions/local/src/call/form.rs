@@ -42,6 +42,9 @@ impl Ui {
         let mut content = Map::new();
         let empty = Map::new();
         let props = schema["properties"].as_object().unwrap_or(&empty);
+        if props.is_empty() {
+            return confirm().await;
+        }
         for (name, field) in props {
             let required = required.contains(name.as_str());
             let label = self.clean(&field_label(name, field, required));
@@ -72,6 +75,25 @@ impl Ui {
             }
         }
         Ok(json!({"action": "accept", "content": content}))
+    }
+}
+
+/// A form with no fields is a yes/no question: `y`/`yes` accepts (with empty content), `n`/`no`
+/// or `!decline` declines, `!cancel` and the end of input cancel; anything else asks again.
+async fn confirm() -> Result<Value, Fatal> {
+    loop {
+        eprint!("  [y/n]: ");
+        let _ = std::io::stderr().flush();
+        let Some(line) = read_line().await? else {
+            eprintln!();
+            return Ok(json!({"action": "cancel"}));
+        };
+        match line.trim().to_ascii_lowercase().as_str() {
+            "y" | "yes" => return Ok(json!({"action": "accept", "content": {}})),
+            "n" | "no" | "!decline" => return Ok(json!({"action": "decline"})),
+            "!cancel" => return Ok(json!({"action": "cancel"})),
+            _ => eprintln!("  answer y or n (!cancel cancels)"),
+        }
     }
 }
 

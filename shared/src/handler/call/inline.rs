@@ -51,6 +51,20 @@ impl McpService {
                 }
             }
         };
+        // A panicking step ends this call with -32603, as it fails a task on the task lane:
+        // the connection, the server and the tenant's place are kept.
+        let run = async {
+            use futures_util::FutureExt as _;
+            std::panic::AssertUnwindSafe(run)
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| {
+                    tracing::error!(tool = name, "job step panicked");
+                    Err(JobError::Protocol(crate::protocol::ErrorObject::internal(
+                        "The job failed unexpectedly",
+                    )))
+                })
+        };
         let started = std::time::Instant::now();
         let out = tokio::select! {
             out = tokio::time::timeout(budget, run) => out.map_err(|_| Ended::Budget),

@@ -351,10 +351,7 @@ impl Job {
                 let run = self.run.as_mut().expect("a run");
                 run.ctx.set_checkpoint(cp.clone());
                 self.checkpoint = cp.clone();
-                if self.inline
-                    || self.tool.run_policy().save_every_step
-                    || run.last_save.elapsed() >= self.save_every
-                {
+                if self.inline || run.last_save.elapsed() >= self.save_every {
                     run.last_save = Instant::now();
                     self.record.checkpoint = cp.clone();
                     self.record.interruptions = 0;

@@ -17,6 +17,7 @@ mod cancel;
 mod crashes;
 mod deadlines;
 mod delivery;
+mod pace;
 mod sleep;
 mod waiting;
 
