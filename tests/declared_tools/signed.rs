@@ -132,8 +132,9 @@ fn lines(log: &std::path::Path) -> Vec<Value> {
 
 /// A `sigv4` target's steps are signed with the standard credentials and region: the stand-in
 /// API (botocore's check) accepts them, and one that expects another secret key answers 403,
-/// which fails the task without a retry and without its body. Every step carries a
-/// `traceparent` whose trace id is the task's (the first 16 bytes of SHA-256 of its id).
+/// which fails the task without a retry and without its body; a `plain` entry is signed alike.
+/// Every step carries a `traceparent` whose trace id is the task's (the first 16 bytes of
+/// SHA-256 of its id).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signed_steps_pass_an_independent_check_and_carry_the_tasks_trace() {
     let dir = tempfile::tempdir().unwrap();
@@ -147,9 +148,14 @@ async fn signed_steps_pass_an_independent_check_and_carry_the_tasks_trace() {
              target = {{ http = \"{url}/prod/step?stage=1\", sigv4 = \"execute-api\" }}\n\n"
         )
     };
+    // The same endpoint as an unmodified API (`protocol = "plain"`): signed alike.
+    let plain = entry("api_plain", &good.url).replace(
+        "max_retries = 2\n",
+        "max_retries = 2\nprotocol = \"plain\"\n",
+    );
     let manifest = write_manifest(
         dir.path(),
-        &(entry("api", &good.url) + &entry("api_wrong", &bad.url)),
+        &(entry("api", &good.url) + &entry("api_wrong", &bad.url) + &plain),
     );
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tasks"));
     cmd.env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
@@ -206,6 +212,25 @@ async fn signed_steps_pass_an_independent_check_and_carry_the_tasks_trace() {
     let refused = lines(&bad_log);
     assert_eq!(refused.len(), 1, "a 403 is not retried: {refused:?}");
     assert_eq!(refused[0]["verdict"], "signature mismatch");
+
+    let id = c.tool("api_plain", json!({"n": 2})).await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t = c.wait_terminal(&id, Duration::from_secs(20)).await;
+    assert_eq!(t["status"], "completed", "{t}");
+    assert_eq!(
+        t["result"]["structuredContent"]["done"]["content"][0]["text"], "signed",
+        "{t}"
+    );
+    let seen = lines(&good_log);
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[1]["verdict"], "ok");
+    assert_eq!(
+        seen[1]["event"],
+        json!({"n": 2}),
+        "plain: the arguments alone"
+    );
 
     let log = s.kill();
     for secret in [SECRET_KEY, "a-session-token-never-logged"] {
