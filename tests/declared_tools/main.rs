@@ -17,6 +17,7 @@ mod manifests;
 mod overhead;
 mod plain;
 mod secrets;
+mod signed;
 #[path = "../support/mod.rs"]
 mod support;
 

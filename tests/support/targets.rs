@@ -34,14 +34,24 @@ impl Helper {
 
     /// [`Helper::python`] with variables `envs` added to its environment.
     pub fn python_with(script: &Path, args: &[&str], envs: &[(&str, &str)]) -> Helper {
-        let mut child = Command::new("python3")
+        Self::python_in(Path::new("python3"), script, args, envs)
+    }
+
+    /// [`Helper::python_with`] run by the Python `interpreter` (a venv's, for its packages).
+    pub fn python_in(
+        interpreter: &Path,
+        script: &Path,
+        args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Helper {
+        let mut child = Command::new(interpreter)
             .arg(script)
             .args(args)
             .envs(envs.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .unwrap_or_else(|e| panic!("python3 is needed for these tests: {e}"));
+            .unwrap_or_else(|e| panic!("{} is needed for these tests: {e}", interpreter.display()));
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {

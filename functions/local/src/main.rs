@@ -366,7 +366,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// The tools of a manifest file, over the targets this server can run: programs (relative to
-/// the file's directory), HTTPS endpoints, and (with AWS support) Lambda functions.
+/// the file's directory), HTTPS endpoints, and (with AWS support) Lambda functions and
+/// SigV4-signed HTTPS endpoints.
 async fn declared_tools(
     path: &std::path::Path,
 ) -> anyhow::Result<(Vec<Arc<dyn Tool>>, Vec<String>)> {
@@ -382,9 +383,21 @@ async fn declared_tools(
         ..TargetHost::default()
     };
     #[cfg(feature = "aws")]
-    if !manifest.lambda_functions().is_empty() {
-        let sdk = mcp_tasks_core::aws::sdk_config().await;
-        host.lambda = Some(Arc::new(mcp_tasks_core::aws::invoke::SdkInvoker::new(sdk)));
+    {
+        use mcp_tasks_core::declared::manifest::TargetKind;
+        let signs = manifest
+            .entries
+            .iter()
+            .any(|e| matches!(&e.target, TargetKind::Http { sigv4: Some(_), .. }));
+        if signs || !manifest.lambda_functions().is_empty() {
+            let sdk = mcp_tasks_core::aws::sdk_config().await;
+            if signs {
+                host.signer = Some(Arc::new(mcp_tasks_core::aws::signed::Signer::new(&sdk)));
+            }
+            if !manifest.lambda_functions().is_empty() {
+                host.lambda = Some(Arc::new(mcp_tasks_core::aws::invoke::SdkInvoker::new(sdk)));
+            }
+        }
     }
     Ok((manifest.tools(&host)?, manifest.summary()))
 }

@@ -36,6 +36,7 @@ pub mod lambda;
 pub mod secrets;
 #[cfg(feature = "contracts")]
 pub mod serial;
+pub mod signed;
 pub mod sqs;
 #[cfg(test)]
 pub(crate) mod testing;

@@ -1,6 +1,6 @@
-//! Secrets Manager: a secret's string value, fetched by ARN with the SDK's client (built as
-//! every client here is, [`secretsmanager_client`]: the process's HTTPS client and
-//! [`Timeouts::SECRETS_MANAGER`]).
+//! Secrets Manager: a secret's string value, fetched by ARN with a signed `GetSecretValue`
+//! ([`super::signed`]: the SDK configuration's credentials, region and endpoint, with
+//! [`Timeouts::SECRETS_MANAGER`]), no SDK client.
 //!
 //! What it is for: a value that must not sit in a function's configuration, where whoever may
 //! read that configuration (`lambda:GetFunctionConfiguration`) reads it too — the mcp
@@ -12,9 +12,16 @@
 //! [`SecretError`] names the secret (its ARN, which is no secret) and the service's error
 //! code or the transport's failure, never anything the answer carried.
 
-use aws_sdk_secretsmanager::error::{ProvideErrorMetadata, SdkError};
+use std::time::Duration;
 
 use super::Timeouts;
+use super::signed::{AwsApi, CallError, Service};
+
+/// The largest answer read: a secret holds at most 64 KiB, its answer a little more.
+const MAX_ANSWER: usize = 256 * 1024;
+
+/// The Secrets Manager client: signed requests with an SDK configuration's settings.
+pub type SecretsClient = AwsApi;
 
 /// A secret's value. Read it with [`SecretString::expose`]; `Debug` prints no value, and there
 /// is no `Display`, so that a `{}` or `{:?}` never leaks it.
@@ -72,32 +79,78 @@ impl Timeouts {
 }
 
 /// The Secrets Manager client: `sdk`'s settings (endpoint overrides included:
-/// `AWS_ENDPOINT_URL_SECRETS_MANAGER`) with [`Timeouts::SECRETS_MANAGER`].
-pub fn secretsmanager_client(sdk: &aws_config::SdkConfig) -> aws_sdk_secretsmanager::Client {
-    let config = aws_sdk_secretsmanager::config::Builder::from(sdk)
-        .timeout_config(Timeouts::SECRETS_MANAGER.config())
-        .build();
-    aws_sdk_secretsmanager::Client::from_conf(config)
+/// `AWS_ENDPOINT_URL_SECRETS_MANAGER`), called with [`Timeouts::SECRETS_MANAGER`].
+pub fn secretsmanager_client(sdk: &aws_config::SdkConfig) -> SecretsClient {
+    AwsApi::new(sdk, Service::SECRETS_MANAGER)
 }
 
 /// The string value of the secret `arn`: its current value (`AWSCURRENT`), or the version
-/// `version` names (a `VersionId`) when given.
+/// `version` names (a `VersionId`) when given. An attempt that times out, cannot connect, is
+/// throttled or meets a 5xx is tried again, up to three attempts within the operation's bound.
 pub async fn secret_string(
-    client: &aws_sdk_secretsmanager::Client,
+    client: &SecretsClient,
     arn: &str,
     version: Option<&str>,
 ) -> Result<SecretString, SecretError> {
-    let answer = client
-        .get_secret_value()
-        .secret_id(arn)
-        .set_version_id(version.map(str::to_owned))
-        .send()
-        .await
-        .map_err(|e| SecretError::Unreadable {
-            arn: arn.to_owned(),
-            reason: failure(&e),
-        })?;
-    answer
+    let unreadable = |reason: &str| SecretError::Unreadable {
+        arn: arn.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let mut request = serde_json::json!({ "SecretId": arn });
+    if let Some(v) = version {
+        request["VersionId"] = v.into();
+    }
+    let body =
+        serde_json::to_vec(&request).map_err(|_| unreadable("the request could not be built"))?;
+    let t = Timeouts::SECRETS_MANAGER;
+    let started = tokio::time::Instant::now();
+    let mut attempt = 0u32;
+    let answer = loop {
+        attempt += 1;
+        let left = t.operation.saturating_sub(started.elapsed());
+        let result = client
+            .post(
+                "/",
+                &[
+                    ("x-amz-target", "secretsmanager.GetSecretValue"),
+                    ("content-type", "application/x-amz-json-1.1"),
+                ],
+                &[],
+                body.clone(),
+                t.attempt.min(left),
+                MAX_ANSWER,
+            )
+            .await;
+        let again = match &result {
+            Err(CallError::Timeout | CallError::Unreachable) => true,
+            Ok(a) => {
+                a.status >= 500
+                    || a.status == 429
+                    || a.error_code().as_deref() == Some("ThrottlingException")
+            }
+            Err(_) => false,
+        };
+        let pause = Duration::from_millis(100 << attempt);
+        if !again || attempt >= 3 || started.elapsed() + pause >= t.operation {
+            break result;
+        }
+        tokio::time::sleep(pause).await;
+    };
+    let answer = answer.map_err(|e| unreadable(&e.to_string()))?;
+    if answer.status != 200 {
+        let code = answer
+            .error_code()
+            .unwrap_or_else(|| format!("HTTP {}", answer.status));
+        return Err(unreadable(&code));
+    }
+    #[derive(serde::Deserialize)]
+    struct Value {
+        #[serde(rename = "SecretString")]
+        secret_string: Option<String>,
+    }
+    let value: Value =
+        serde_json::from_slice(&answer.body).map_err(|_| unreadable("unreadable answer"))?;
+    value
         .secret_string
         .map(SecretString)
         .ok_or_else(|| SecretError::NotAString {
@@ -105,30 +158,12 @@ pub async fn secret_string(
         })
 }
 
-/// What failed, in words that cannot carry the answer's content: the service's error code
-/// (not its message), or the kind of transport failure.
-fn failure<E: ProvideErrorMetadata, R>(e: &SdkError<E, R>) -> String {
-    match e {
-        SdkError::ServiceError(s) => s
-            .err()
-            .code()
-            .unwrap_or("an unnamed service error")
-            .to_owned(),
-        SdkError::TimeoutError(_) => "timeout".into(),
-        SdkError::DispatchFailure(d) if d.is_timeout() => "timeout".into(),
-        SdkError::DispatchFailure(_) => "connection failed".into(),
-        SdkError::ResponseError(_) => "unreadable answer".into(),
-        SdkError::ConstructionFailure(_) => "the request could not be built".into(),
-        _ => "unknown failure".into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::aws::testing::answering as stand_in;
 
-    async fn client_at(endpoint: &str) -> aws_sdk_secretsmanager::Client {
+    async fn client_at(endpoint: &str) -> SecretsClient {
         secretsmanager_client(&crate::aws::testing::sdk_at(endpoint).await)
     }
 

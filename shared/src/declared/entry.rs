@@ -37,6 +37,8 @@ pub enum TargetKind {
         url: String,
         /// The secret header, if any.
         secret: Option<HttpSecret>,
+        /// The AWS service each request is signed for (SigV4), if any.
+        sigv4: Option<String>,
     },
     /// An AWS Step Functions state machine (Standard): one execution per task, looked at every
     /// `poll`.
@@ -94,4 +96,22 @@ pub enum Wire {
     Step,
     /// `plain`: called once per task with exactly the arguments; its answer is the result.
     Plain,
+}
+
+/// A `sigv4` service name (`execute-api`, `lambda`, `vpc-lattice-svcs`, …): 1 to 64 of
+/// a-z 0-9 and `-`.
+pub(crate) fn sigv4_service(name: String) -> Result<String, String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    match ok {
+        true => Ok(name),
+        false => Err(format!(
+            "sigv4 must be an AWS service name to sign for (1 to 64 of a-z 0-9 -, e.g. \
+             \"execute-api\"): {}",
+            crate::protocol::truncate(&name, 64)
+        )),
+    }
 }

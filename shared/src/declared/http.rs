@@ -1,25 +1,42 @@
 //! The `http` target: a `POST` of the request per step to an HTTPS endpoint (plain HTTP only to
 //! loopback), with a header whose value comes from the server's environment or, deployed, from
-//! Secrets Manager, never from the manifest. The `200` body is the answer; redirects are not followed.
+//! Secrets Manager, never from the manifest; optionally signed with AWS Signature Version 4
+//! (`sigv4`). Every request carries the task's trace (`traceparent`, and on AWS
+//! `X-Amzn-Trace-Id`). The `200` body is the answer, read with a byte bound; redirects are not
+//! followed.
+//!
+//! Proxies: a loopback target never goes through one. Any other (HTTPS) target goes through
+//! the proxy `HTTPS_PROXY` (or `https_proxy`, else `ALL_PROXY` / `all_proxy`) names, unless
+//! `NO_PROXY` (or `no_proxy`) names its host; `HTTP_PROXY` is never used. The variables are
+//! read through [`TargetHost::var`] when the manifest's tools are built.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 
 use super::entry::HttpSecret;
-use super::target::{CallLimits, Target, TargetError, TargetHost};
+use super::target::{CallLimits, RequestSigner, Target, TargetError, TargetHost};
 
 /// An HTTPS endpoint.
 pub struct HttpTarget {
     url: reqwest::Url,
     secret: Option<(HeaderName, HeaderValue)>,
+    sigv4: Option<(String, Arc<dyn RequestSigner>)>,
+    xray: Option<fn() -> Option<String>>,
     client: reqwest::Client,
 }
 
 impl HttpTarget {
-    /// The target for `url`, sending `secret`'s header with its value (see [`secret_value`]).
-    pub fn new(url: &str, secret: Option<&HttpSecret>, host: &TargetHost) -> Result<Self, String> {
+    /// The target for `url`, sending `secret`'s header with its value (see [`secret_value`]),
+    /// each request signed for the service `sigv4` names when given.
+    pub fn new(
+        url: &str,
+        secret: Option<&HttpSecret>,
+        sigv4: Option<&str>,
+        host: &TargetHost,
+    ) -> Result<Self, String> {
         let url = reqwest::Url::parse(url).map_err(|_| "target.http is not a URL".to_owned())?;
         let host_name = url.host_str().unwrap_or("");
         let loopback = host_name.eq_ignore_ascii_case("localhost")
@@ -49,16 +66,50 @@ impl HttpTarget {
                 Some((name, value))
             }
         };
-        let client = reqwest::Client::builder()
+        let sigv4 = match (sigv4, &host.signer) {
+            (None, _) => None,
+            (Some(service), Some(signer)) => Some((service.to_owned(), signer.clone())),
+            (Some(_), None) => {
+                return Err(
+                    "sigv4 needs AWS credentials support (this build or host has none)".into(),
+                );
+            }
+        };
+        let mut client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            // Never the system's proxy settings as reqwest reads them (HTTP_PROXY for plain
+            // http, macOS and Windows settings): only the one chosen here.
+            .no_proxy();
+        if !loopback && let Some(proxy) = proxy(host)? {
+            client = client.proxy(proxy);
+        }
+        let client = client
             .build()
             .map_err(|_| "the HTTP client could not be built".to_owned())?;
         Ok(Self {
             url,
             secret,
+            sigv4,
+            xray: host.xray,
             client,
         })
     }
+}
+
+/// The proxy for an HTTPS target (see the module's doc), from `host`'s environment.
+fn proxy(host: &TargetHost) -> Result<Option<reqwest::Proxy>, String> {
+    let var = |names: &[&str]| {
+        names
+            .iter()
+            .find_map(|n| host.var(n).filter(|v| !v.trim().is_empty()))
+    };
+    let Some(url) = var(&["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"]) else {
+        return Ok(None);
+    };
+    let proxy = reqwest::Proxy::https(url.trim())
+        .map_err(|_| "HTTPS_PROXY (or ALL_PROXY) is not a proxy URL".to_owned())?;
+    let except = var(&["NO_PROXY", "no_proxy"]).and_then(|v| reqwest::NoProxy::from_string(&v));
+    Ok(Some(proxy.no_proxy(except)))
 }
 
 /// The secret header's value and where it came from (for messages, never the value): the
@@ -84,6 +135,51 @@ fn secret_value(secret: &HttpSecret, host: &TargetHost) -> Result<(String, Strin
     Ok((value, format!("secret_env {var}")))
 }
 
+/// The trace headers of one step: a W3C `traceparent` and, when the host has an X-Ray trace,
+/// the X-Ray header as it is. In an X-Ray trace the `traceparent` continues it (its trace id
+/// is the X-Ray root's 32 hex digits, its parent the header's, sampled as it says); else its
+/// trace id is the task's ([`super::TraceId::of_task`]), or a fresh one for a synchronous
+/// call, with a fresh parent id per step, and sampled.
+fn trace_headers(limits: &CallLimits, xray: Option<String>) -> (String, Option<String>) {
+    let hex = |n: usize| {
+        let mut b = vec![0u8; n];
+        crate::clock::random_bytes(&mut b);
+        b.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    if let Some((trace, parent, sampled)) = xray.as_deref().and_then(xray_parts) {
+        let parent = parent.unwrap_or_else(|| hex(8));
+        let flags = if sampled { "01" } else { "00" };
+        return (format!("00-{trace}-{parent}-{flags}"), xray);
+    }
+    let trace = limits.trace.map_or_else(|| hex(16), |t| t.hex());
+    (format!("00-{trace}-{}-01", hex(8)), None)
+}
+
+/// The W3C trace id (the root's 32 hex digits, lowercase), the parent id and whether sampled,
+/// of a well-formed X-Ray header (`Root=1-xxxxxxxx-yyyyyyyyyyyyyyyyyyyyyyyy;Parent=…;Sampled=…`).
+fn xray_parts(header: &str) -> Option<(String, Option<String>, bool)> {
+    let (mut root, mut parent, mut sampled) = (None, None, false);
+    for field in header.split(';') {
+        match field.trim().split_once('=') {
+            Some(("Root", v)) => root = Some(v),
+            Some(("Parent", v)) => parent = Some(v),
+            Some(("Sampled", v)) => sampled = v == "1",
+            _ => {}
+        }
+    }
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let mut parts = root?.split('-');
+    let (one, time, rest) = (parts.next()?, parts.next()?, parts.next()?);
+    if one != "1" || !hex(time, 8) || !hex(rest, 24) || parts.next().is_some() {
+        return None;
+    }
+    let trace = format!("{time}{rest}").to_ascii_lowercase();
+    let parent = parent
+        .filter(|p| hex(p, 16) && *p != "0000000000000000")
+        .map(str::to_ascii_lowercase);
+    (trace != "0".repeat(32)).then_some((trace, parent, sampled))
+}
+
 #[async_trait]
 impl Target for HttpTarget {
     async fn call(&self, request: Vec<u8>, limits: CallLimits) -> Result<Vec<u8>, TargetError> {
@@ -96,32 +192,79 @@ impl Target for HttpTarget {
         if let Some((name, value)) = &self.secret {
             post = post.header(name, value);
         }
-        let mut resp = post.send().await.map_err(|e| match e.is_timeout() {
-            true => TargetError::Timeout,
-            false => TargetError::Unreachable,
-        })?;
+        let mut post = post.build().map_err(|_| TargetError::Unreachable)?;
+        if let Some((service, signer)) = &self.sigv4 {
+            signer
+                .sign(service, &mut post)
+                .await
+                .map_err(TargetError::Unsigned)?;
+        }
+        // After signing: a proxy or gateway may rewrite them.
+        let (traceparent, xray) = trace_headers(&limits, self.xray.and_then(|f| f()));
+        for (name, value) in [
+            ("traceparent", Some(traceparent)),
+            ("x-amzn-trace-id", xray),
+        ] {
+            if let Some(v) = value.and_then(|v| HeaderValue::from_str(&v).ok()) {
+                post.headers_mut().insert(name, v);
+            }
+        }
+        let resp = self
+            .client
+            .execute(post)
+            .await
+            .map_err(|e| match e.is_timeout() {
+                true => TargetError::Timeout,
+                false => TargetError::Unreachable,
+            })?;
         match resp.status().as_u16() {
             200 => {}
             429 => return Err(TargetError::Throttled),
             other => return Err(TargetError::Status(other)),
         }
         let max = limits.max_answer_bytes;
-        if resp.content_length().is_some_and(|n| n > max as u64) {
-            return Err(TargetError::TooLarge(max));
-        }
-        let mut body = Vec::new();
-        loop {
-            match resp.chunk().await {
-                Ok(Some(chunk)) => {
-                    if body.len() + chunk.len() > max {
-                        return Err(TargetError::TooLarge(max));
-                    }
-                    body.extend_from_slice(&chunk);
+        read_bounded(resp, max).await.map_err(|cut| match cut {
+            Cut::TooLarge => TargetError::TooLarge(max),
+            Cut::Timeout => TargetError::Timeout,
+            Cut::Broken => TargetError::Unreachable,
+        })
+    }
+}
+
+/// Why a body was not read whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// It was longer than the bound (announced, or found while reading).
+    TooLarge,
+    /// It did not arrive in time.
+    Timeout,
+    /// The connection broke.
+    Broken,
+}
+
+/// `response`'s body, at most `max` bytes: one announced longer is refused before a byte is
+/// read, and reading stops (the connection dropped) at the first chunk past `max`, so no more
+/// than `max` plus one chunk is ever held.
+pub async fn read_bounded(mut response: reqwest::Response, max: usize) -> Result<Vec<u8>, Cut> {
+    if response.content_length().is_some_and(|n| n > max as u64) {
+        return Err(Cut::TooLarge);
+    }
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > max {
+                    return Err(Cut::TooLarge);
                 }
-                Ok(None) => return Ok(body),
-                Err(e) if e.is_timeout() => return Err(TargetError::Timeout),
-                Err(_) => return Err(TargetError::Unreachable),
+                body.extend_from_slice(&chunk);
             }
+            Ok(None) => return Ok(body),
+            Err(e) if e.is_timeout() => return Err(Cut::Timeout),
+            Err(_) => return Err(Cut::Broken),
         }
     }
 }
+
+#[cfg(test)]
+#[path = "http_tests.rs"]
+mod tests;

@@ -113,6 +113,9 @@ struct TargetSpec {
     /// `command`: environment variables passed on to the program.
     #[serde(default)]
     env: Option<Vec<String>>,
+    /// `http`: sign each request with AWS Signature Version 4 for this service.
+    #[serde(default)]
+    sigv4: Option<String>,
 }
 
 /// A manifest, read and checked.
@@ -212,9 +215,9 @@ impl Manifest {
                     }
                     Arc::new(CommandTarget::new(argv, env, host).map_err(fail)?)
                 }
-                TargetKind::Http { url, secret } => {
-                    Arc::new(HttpTarget::new(url, secret.as_ref(), host).map_err(fail)?)
-                }
+                TargetKind::Http { url, secret, sigv4 } => Arc::new(
+                    HttpTarget::new(url, secret.as_ref(), sigv4.as_deref(), host).map_err(fail)?,
+                ),
                 TargetKind::StepFunctions { machine, poll } => match &host.states {
                     Some(api) => {
                         if e.limits.protocol != Wire::Step {
@@ -488,6 +491,9 @@ fn target(t: TargetSpec) -> Result<TargetKind, String> {
     if kinds.iter().filter(|k| **k).count() != 1 {
         return Err("target must be exactly one of lambda, http, command or step_functions".into());
     }
+    if t.sigv4.is_some() && t.http.is_none() {
+        return Err("sigv4 signs the requests of an http target only".into());
+    }
     let http_only = t.header.is_some() || t.secret_env.is_some() || t.secret_arn.is_some();
     if let Some(machine) = t.step_functions {
         if http_only || t.env.is_some() {
@@ -556,7 +562,8 @@ fn target(t: TargetSpec) -> Result<TargetKind, String> {
                 arn,
             }),
         };
-        return Ok(TargetKind::Http { url, secret });
+        let sigv4 = t.sigv4.map(super::entry::sigv4_service).transpose()?;
+        return Ok(TargetKind::Http { url, secret, sigv4 });
     }
     let argv = t.command.unwrap_or_default();
     if http_only {

@@ -70,7 +70,8 @@ fn the_documented_example_reads_with_its_defaults() {
                 header: "X-Api-Key".into(),
                 env: Some("DEPLOY_KEY".into()),
                 arn: None,
-            })
+            }),
+            sigv4: None,
         }
     );
     assert_eq!(
@@ -416,5 +417,55 @@ fn targets_a_host_cannot_run_are_refused() {
             .unwrap()
             .len(),
         1
+    );
+}
+
+/// `sigv4` names a service (checked), on an http target only, and needs a host that can sign.
+#[test]
+fn sigv4_is_a_service_name_on_an_http_target_of_a_host_that_signs() {
+    let with = |target: &str| {
+        parse(&format!(
+            "[[tool]]\nname = \"api\"\ndescription = \"d\"\ninput_schema = {{ type = \"object\" }}\ntarget = {target}"
+        ))
+    };
+    let m = with("{ http = \"https://x.execute-api.eu-west-1.amazonaws.com/prod\", sigv4 = \"execute-api\" }")
+        .unwrap();
+    assert!(matches!(
+        &m.entries[0].target,
+        TargetKind::Http { sigv4: Some(s), .. } if s == "execute-api"
+    ));
+    for (target, says) in [
+        (
+            "{ http = \"https://x\", sigv4 = \"\" }",
+            "sigv4 must be an AWS service name",
+        ),
+        (
+            "{ http = \"https://x\", sigv4 = \"Execute API\" }",
+            "sigv4 must be an AWS service name",
+        ),
+        ("{ http = \"https://x\", sigv4 = 3 }", "invalid type"),
+        (
+            "{ lambda = \"f\", sigv4 = \"lambda\" }",
+            "sigv4 signs the requests of an http target only",
+        ),
+        (
+            "{ command = [\"true\"], sigv4 = \"lambda\" }",
+            "sigv4 signs the requests of an http target only",
+        ),
+    ] {
+        let err = with(target).expect_err(target).to_string();
+        assert!(err.contains(says), "{target} => {err} (wanted: {says})");
+        if !says.starts_with("invalid") {
+            assert!(err.contains("tool #1 (api)"), "{err}");
+        }
+    }
+    // A host that cannot sign (a build without AWS) refuses it, naming the entry.
+    let err = match m.tools(&TargetHost::default()) {
+        Ok(_) => panic!("accepted without a signer"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("tool #1 (api)") && err.contains("sigv4 needs AWS credentials"),
+        "{err}"
     );
 }

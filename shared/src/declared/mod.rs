@@ -11,7 +11,7 @@
 //! - [`tool`] — [`DeclaredTool`]: one step, one request; retries parked between tries;
 //! - [`target`] — the [`Target`] port and what a host lends targets;
 //! - [`command`], [`http`] — two targets; the Lambda one is [`LambdaTarget`] over a
-//!   [`LambdaInvoker`] (the AWS adapter has the SDK's).
+//!   [`LambdaInvoker`] (the AWS adapter signs Invoke requests).
 
 use std::sync::Arc;
 
@@ -27,7 +27,9 @@ pub mod tool;
 pub mod workflow;
 
 pub use manifest::{Manifest, ManifestError};
-pub use target::{CallLimits, LambdaInvoker, Target, TargetError, TargetHost};
+pub use target::{
+    CallLimits, LambdaInvoker, RequestSigner, Target, TargetError, TargetHost, TraceId,
+};
 pub use tool::DeclaredTool;
 pub use workflow::{StatesApi, StatesError, WorkflowTool};
 

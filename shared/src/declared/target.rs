@@ -6,13 +6,44 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-/// Bounds of one call.
+/// Bounds of one call, and the trace it belongs to.
 #[derive(Debug, Clone, Copy)]
 pub struct CallLimits {
     /// How long to wait for the answer.
     pub timeout: Duration,
     /// The largest answer read; more is [`TargetError::TooLarge`].
     pub max_answer_bytes: usize,
+    /// The task's trace ([`TraceId::of_task`]); `None` for a synchronous call, which has no
+    /// task (an HTTP step then starts a trace of its own).
+    pub trace: Option<TraceId>,
+}
+
+/// A W3C trace id (16 bytes) for a task's steps where no X-Ray trace is at hand (the local
+/// server): derived from the task id, so every step of a task, across restarts and
+/// hand-overs, is in one trace (docs/step-protocol.md, "Trace context").
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct TraceId(pub [u8; 16]);
+
+impl TraceId {
+    /// The first 16 bytes of the SHA-256 of `task_id`.
+    pub fn of_task(task_id: &str) -> Self {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(task_id.as_bytes());
+        let mut id = [0u8; 16];
+        id.copy_from_slice(&digest[..16]);
+        Self(id)
+    }
+
+    /// 32 lowercase hex digits.
+    pub fn hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl std::fmt::Debug for TraceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TraceId({})", self.hex())
+    }
 }
 
 /// Why a call to a target gave no answer, as the task's failure message says it (`Tool X
@@ -46,6 +77,9 @@ pub enum TargetError {
     /// The answer was longer than the tool allows.
     #[error("its target answered more than {0} bytes")]
     TooLarge(usize),
+    /// HTTP with `sigv4`: the request could not be signed (no credentials, no region).
+    #[error("its request could not be signed ({0})")]
+    Unsigned(&'static str),
 }
 
 impl TargetError {
@@ -58,7 +92,9 @@ impl TargetError {
             | Self::FunctionError
             | Self::Exited(_) => true,
             Self::Status(s) => *s >= 500,
-            Self::InvokeRefused(_) | Self::NotStarted | Self::TooLarge(_) => false,
+            Self::InvokeRefused(_) | Self::NotStarted | Self::TooLarge(_) | Self::Unsigned(_) => {
+                false
+            }
         }
     }
 }
@@ -71,7 +107,7 @@ pub trait Target: Send + Sync + 'static {
     async fn call(&self, request: Vec<u8>, limits: CallLimits) -> Result<Vec<u8>, TargetError>;
 }
 
-/// Invokes AWS Lambda functions (the `aws` adapter implements it with the SDK's Lambda client;
+/// Invokes AWS Lambda functions (the `aws` adapter implements it with signed Invoke requests;
 /// tests with an emulated Invoke API).
 #[async_trait]
 pub trait LambdaInvoker: Send + Sync + 'static {
@@ -82,6 +118,16 @@ pub trait LambdaInvoker: Send + Sync + 'static {
         payload: Vec<u8>,
         limits: CallLimits,
     ) -> Result<Vec<u8>, TargetError>;
+}
+
+/// Signs HTTP requests with AWS Signature Version 4 (the `aws` adapter implements it with the
+/// standard credentials and region; an `http` target with `sigv4` needs one).
+#[async_trait]
+pub trait RequestSigner: Send + Sync + 'static {
+    /// Adds `service`'s signature to `request` (as it is now: headers added later are not
+    /// signed). The error says what is missing, never a credential.
+    async fn sign(&self, service: &str, request: &mut reqwest::Request)
+    -> Result<(), &'static str>;
 }
 
 /// A source of environment variables.
@@ -108,6 +154,12 @@ pub struct TargetHost {
     /// `secret_arn` wins over its `secret_env`), `None` on the local server (which reads
     /// `secret_env` only). `Debug` shows no value.
     pub secrets: Option<std::collections::HashMap<String, String>>,
+    /// Signs the requests of `http` targets with `sigv4` (`None`: such a manifest refuses to
+    /// load).
+    pub signer: Option<Arc<dyn RequestSigner>>,
+    /// The X-Ray trace header of the work being done (on AWS: the work message's, else the
+    /// invocation's), which HTTP steps carry on; `None` on the local server.
+    pub xray: Option<fn() -> Option<String>>,
 }
 
 impl std::fmt::Debug for TargetHost {
@@ -115,6 +167,7 @@ impl std::fmt::Debug for TargetHost {
         f.debug_struct("TargetHost")
             .field("allow_commands", &self.allow_commands)
             .field("lambda", &self.lambda.is_some())
+            .field("signer", &self.signer.is_some())
             .field("states", &self.states.is_some())
             .field("base_dir", &self.base_dir)
             .field(
@@ -150,6 +203,13 @@ impl super::workflow::StatesApi for NotCalled {
     }
 }
 
+#[async_trait]
+impl RequestSigner for NotCalled {
+    async fn sign(&self, _: &str, _: &mut reqwest::Request) -> Result<(), &'static str> {
+        Err("a manifest check signs nothing")
+    }
+}
+
 impl TargetHost {
     /// A host with every kind of AWS target present but never called: what checking a
     /// manifest builds its tools over (commands still need their program, and secrets
@@ -158,6 +218,7 @@ impl TargetHost {
         Self {
             lambda: Some(Arc::new(NotCalled)),
             states: Some(Arc::new(NotCalled)),
+            signer: Some(Arc::new(NotCalled)),
             ..Self::default()
         }
     }

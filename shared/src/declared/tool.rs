@@ -204,6 +204,7 @@ impl Tool for DeclaredTool {
         let limits = CallLimits {
             timeout,
             max_answer_bytes: self.limits.max_answer_bytes,
+            trace: ctx.task_id().map(super::target::TraceId::of_task),
         };
         let called = tokio::time::timeout(timeout, self.target.call(body, limits))
             .await

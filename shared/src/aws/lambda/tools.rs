@@ -129,12 +129,17 @@ fn manifest(config: &Config, bundled: &str) -> Result<Manifest, ToolsError> {
     Ok(manifest)
 }
 
-/// What a Lambda function may do here: invoke functions (with the SDK, when the manifest names
-/// any), read the secrets its `http` targets name (fetched now, all at once), never start a
-/// program. Builds no client the manifest does not need.
+/// What a Lambda function may do here: invoke functions (when the manifest names any), read
+/// the secrets its `http` targets name (fetched now, all at once), sign the requests of its
+/// `sigv4` targets, carry the X-Ray trace into HTTP steps, never start a program. Builds no
+/// client the manifest does not need.
 async fn host(manifest: &Manifest) -> Result<TargetHost, ToolsError> {
     let (functions, arns) = (manifest.lambda_functions(), manifest.secret_arns());
-    let sdk = match functions.is_empty() && arns.is_empty() {
+    let signs = manifest
+        .entries
+        .iter()
+        .any(|e| matches!(&e.target, TargetKind::Http { sigv4: Some(_), .. }));
+    let sdk = match functions.is_empty() && arns.is_empty() && !signs {
         true => None,
         false => Some(crate::aws::sdk_config().await),
     };
@@ -159,10 +164,17 @@ async fn host(manifest: &Manifest) -> Result<TargetHost, ToolsError> {
             secrets.insert((*arn).to_owned(), value.expose().to_owned());
         }
     }
+    let signer = match (signs, &sdk) {
+        (true, Some(sdk)) => Some(Arc::new(crate::aws::signed::Signer::new(sdk))
+            as Arc<dyn crate::declared::RequestSigner>),
+        _ => None,
+    };
     Ok(TargetHost {
         allow_commands: false,
         lambda,
         secrets: Some(secrets),
+        signer,
+        xray: Some(crate::aws::trace_header),
         ..TargetHost::default()
     })
 }
