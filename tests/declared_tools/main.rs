@@ -20,6 +20,7 @@ mod secrets;
 mod signed;
 #[path = "../support/mod.rs"]
 mod support;
+mod workflows;
 
 use std::path::{Path, PathBuf};
 

@@ -389,10 +389,16 @@ async fn declared_tools(
             .entries
             .iter()
             .any(|e| matches!(&e.target, TargetKind::Http { sigv4: Some(_), .. }));
-        if signs || !manifest.lambda_functions().is_empty() {
+        let workflows = !manifest.state_machines().is_empty();
+        if signs || workflows || !manifest.lambda_functions().is_empty() {
             let sdk = mcp_tasks_core::aws::sdk_config().await;
             if signs {
                 host.signer = Some(Arc::new(mcp_tasks_core::aws::signed::Signer::new(&sdk)));
+            }
+            if workflows {
+                host.states = Some(Arc::new(mcp_tasks_core::aws::states::SignedStates::new(
+                    &sdk,
+                )));
             }
             if !manifest.lambda_functions().is_empty() {
                 host.lambda = Some(Arc::new(mcp_tasks_core::aws::invoke::SdkInvoker::new(sdk)));

@@ -38,6 +38,7 @@ pub mod secrets;
 pub mod serial;
 pub mod signed;
 pub mod sqs;
+pub mod states;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod xray;

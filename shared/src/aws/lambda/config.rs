@@ -54,6 +54,7 @@ pub struct SecretRef {
 /// | `TOOLS`               | mcp, worker          | `builtin` (default) or `conformance`: read by the main (`tools/`) |
 /// | `TOOLS_MANIFEST`      | mcp, worker          | a manifest file to serve instead of the bundled `tools.toml` |
 /// | `TOOL_TARGET_FUNCTIONS` | mcp, worker        | the Lambda functions the role may invoke (the manifest's must be among them) |
+/// | `TOOL_STATE_MACHINES` | mcp, worker          | the state machines the role may start (the manifest's must be among them) |
 /// | `SWEEP_STALE_SECONDS` | sweep                | idle time before a task is re-enqueued (300)   |
 /// | `AUTH_MODE`           | mcp, tasks           | `jwt` (default) or `none` (one open tenant)    |
 /// | `AUTH_ISSUER`         | mcp, tasks with jwt  | the expected `iss` (required)                  |
@@ -93,6 +94,10 @@ pub struct Config {
     /// The Lambda functions this function's role may invoke (`TOOL_TARGET_FUNCTIONS`, the
     /// template's `ToolTargetFunctions`): a manifest naming another one refuses to start.
     pub tool_target_functions: Vec<String>,
+    /// The state machines this function's role may start and look at
+    /// (`TOOL_STATE_MACHINES`, the template's `ToolStateMachines`): a manifest's
+    /// `step_functions` targets must be among them.
+    pub tool_state_machines: Vec<String>,
     /// The Secrets Manager secrets this function's role may read for declared tools' `http`
     /// targets (`TOOL_SECRET_ARNS`, the template's `ToolSecretArns`): a manifest naming
     /// another `secret_arn` refuses to start.
@@ -137,6 +142,7 @@ impl std::fmt::Debug for Config {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("tools_manifest", &self.tools_manifest)
             .field("tool_target_functions", &self.tool_target_functions)
+            .field("tool_state_machines", &self.tool_state_machines)
             .field("tool_secret_arns", &self.tool_secret_arns)
             .field("max_receives", &self.max_receives)
             .field("sweep_stale", &self.sweep_stale)
@@ -210,6 +216,7 @@ impl Config {
             .unwrap_or_default()
         };
         let tool_target_functions = list(var("TOOL_TARGET_FUNCTIONS"));
+        let tool_state_machines = list(var("TOOL_STATE_MACHINES"));
         let tool_secret_arns = list(var("TOOL_SECRET_ARNS"));
         let sweep_stale = match var("SWEEP_STALE_SECONDS") {
             None => Duration::from_secs(300),
@@ -340,6 +347,7 @@ impl Config {
             allowed_hosts,
             tools_manifest,
             tool_target_functions,
+            tool_state_machines,
             tool_secret_arns,
             max_receives,
             sweep_stale,

@@ -38,6 +38,19 @@ pub enum ToolsError {
         /// The function.
         function: String,
     },
+    /// A `step_functions` target the role may not start.
+    #[error(
+        "{origin}: {entry} runs state machine {machine}, which ToolStateMachines \
+         (TOOL_STATE_MACHINES) does not list: the role may not start it"
+    )]
+    MachineNotGranted {
+        /// The manifest.
+        origin: String,
+        /// The tool.
+        entry: String,
+        /// The state machine.
+        machine: String,
+    },
     /// An `http` target's `secret_arn` the role is not allowed to read.
     #[error(
         "{origin}: {entry} reads secret {arn}, which ToolSecretArns (TOOL_SECRET_ARNS) does \
@@ -113,6 +126,15 @@ fn manifest(config: &Config, bundled: &str) -> Result<Manifest, ToolsError> {
                     function: f.clone(),
                 });
             }
+            TargetKind::StepFunctions { machine, .. }
+                if !config.tool_state_machines.contains(machine) =>
+            {
+                return Err(ToolsError::MachineNotGranted {
+                    origin: manifest.origin.clone(),
+                    entry: format!("tool {}", e.name),
+                    machine: machine.clone(),
+                });
+            }
             TargetKind::Http {
                 secret: Some(HttpSecret { arn: Some(arn), .. }),
                 ..
@@ -139,7 +161,8 @@ async fn host(manifest: &Manifest) -> Result<TargetHost, ToolsError> {
         .entries
         .iter()
         .any(|e| matches!(&e.target, TargetKind::Http { sigv4: Some(_), .. }));
-    let sdk = match functions.is_empty() && arns.is_empty() && !signs {
+    let workflows = !manifest.state_machines().is_empty();
+    let sdk = match functions.is_empty() && arns.is_empty() && !signs && !workflows {
         true => None,
         false => Some(crate::aws::sdk_config().await),
     };
@@ -169,9 +192,15 @@ async fn host(manifest: &Manifest) -> Result<TargetHost, ToolsError> {
             as Arc<dyn crate::declared::RequestSigner>),
         _ => None,
     };
+    let states = match (workflows, &sdk) {
+        (true, Some(sdk)) => Some(Arc::new(crate::aws::states::SignedStates::new(sdk))
+            as Arc<dyn crate::declared::StatesApi>),
+        _ => None,
+    };
     Ok(TargetHost {
         allow_commands: false,
         lambda,
+        states,
         secrets: Some(secrets),
         signer,
         xray: Some(crate::aws::trace_header),
