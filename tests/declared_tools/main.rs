@@ -12,6 +12,7 @@
 //! else `node` on PATH): a missing one fails the test with what to install.
 
 mod bad;
+mod commands;
 mod examples;
 mod manifests;
 mod overhead;

@@ -325,7 +325,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     .tools();
     if let Some(path) = &manifest {
-        opts.declared = declared_tools(path).await?;
+        opts.declared = declared_tools(path, &opts.data_dir).await?;
     }
     #[cfg(feature = "fault-injection")]
     if let Ok(spec) = std::env::var(mcp_tasks_core::fault::ENV) {
@@ -345,7 +345,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
 /// The tools of a manifest file, over the targets this server can run: programs (relative to
 /// the file's directory), HTTPS endpoints, and (with AWS support) Lambda functions.
-async fn declared_tools(path: &std::path::Path) -> anyhow::Result<Vec<Arc<dyn Tool>>> {
+async fn declared_tools(
+    path: &std::path::Path,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<Vec<Arc<dyn Tool>>> {
     let manifest = Manifest::read(path)?;
     manifest.check_schemas()?;
     let base_dir = std::fs::canonicalize(path)?
@@ -355,6 +358,11 @@ async fn declared_tools(path: &std::path::Path) -> anyhow::Result<Vec<Arc<dyn To
     let mut host = TargetHost {
         allow_commands: true,
         base_dir,
+        // Marks its `command` steps' processes, so that a server starting on this data
+        // directory kills what they left.
+        step_scope: Some(mcp_tasks_core::declared::command::leftovers::scope_of(
+            data_dir,
+        )),
         ..TargetHost::default()
     };
     #[cfg(feature = "aws")]

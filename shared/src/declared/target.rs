@@ -105,6 +105,11 @@ pub struct TargetHost {
     /// `secret_arn` wins over its `secret_env`), `None` on the local server (which reads
     /// `secret_env` only). `Debug` shows no value.
     pub secrets: Option<std::collections::HashMap<String, String>>,
+    /// The scope that marks the processes of `command` steps (the local server's:
+    /// [`leftovers::scope_of`](super::command::leftovers::scope_of) its data directory, so
+    /// that it kills at start what its steps left when it was killed). `None`: a scope of
+    /// this process alone.
+    pub step_scope: Option<String>,
 }
 
 impl std::fmt::Debug for TargetHost {
