@@ -67,6 +67,7 @@ def bounds(p):
     tenant_jobs = min(per_tenant_jobs, jobs)
     tenant_invocations = min(workers, -(-tenant_jobs // MIN_PER_INVOCATION))
     tenant_full = min(workers, -(-tenant_jobs // BATCH))
+    tenant_steps = min(workers, tenant_jobs)
     rows = [
         ("requests per second per API stage, all tenants", f"{rate:.0f}/s (+{p['ApiThrottleBurstLimit']:.0f} burst)",
          "ApiThrottleRateLimit / BurstLimit (tool calls and, without DomainName, polls share the mcp stage)",
@@ -82,8 +83,12 @@ def bounds(p):
         ("jobs running at once, one tenant", f"{min(per_tenant_jobs, jobs):.0f}",
          "MaxRunningJobsPerTenant", "its messages are re-sent with a 5 s delay, one per task (marked: the sweep leaves them); other tenants run"),
         ("worker invocations one tenant's running jobs hold", f"{tenant_invocations:.0f} of {workers:.0f} (at full batches {tenant_full:.0f})",
-         f"MaxRunningJobsPerTenant / {MIN_PER_INVOCATION} while work waits (it held all {workers:.0f} with {workers:.0f} long jobs, one a batch)",
+         f"MaxRunningJobsPerTenant / {MIN_PER_INVOCATION} while work waits, once its jobs reach a step's end and hand over",
          "the rest run the other tenants"),
+        ("worker invocations one tenant's slow steps hold", f"{tenant_steps:.0f} of {workers:.0f}",
+         "MaxRunningJobsPerTenant, one step a batch: a step in flight cannot hand its invocation over "
+         "(the template's checks keep it below WorkerMaxConcurrency)",
+         f"{-(-workers // max(tenant_steps, 1)):.0f} such tenants hold every invocation; the others' work waits in the queue up to a step's length"),
         ("worker capacity for jobs of one ~40 ms run", f"{jobs / (SHORT_RUN_MS / 1000):,.0f}/s",
          "running places / run time (far above the request bound: creations bind first)", "queue backlog grows"),
         ("unfinished tasks, one tenant", f"{p['MaxActiveTasksPerTenant']:.0f}",

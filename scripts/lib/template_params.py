@@ -12,6 +12,9 @@ deploys can be tried without an AWS account:
 2. every `Rules` entry whose RuleCondition holds: each Assert must be true, else the deploy
    fails with its AssertDescription (Fn::Equals, Fn::Not, Fn::And, Fn::Or, Fn::Contains, Ref).
 
+3. the relations between parameters that Rules cannot state (Rules compare strings only, never
+   numbers), in RELATIONS below: this script refuses such a deploy; CloudFormation would not.
+
 It is a model, not CloudFormation: AllowedPattern is Java's regex dialect, read here by Python's
 `re` (keep patterns to their common ground), and Rules functions beyond those above are refused.
 
@@ -44,6 +47,15 @@ JWT = {
     "AuthAudience": "https://mcp.example.com/mcp",
     "AuthJwksUrl": "https://issuer.example.com/.well-known/jwks.json",
 }
+
+# Relations between Number parameters (checked when the template has every parameter named):
+# (the parameters, whether the values hold, what the failure says).
+RELATIONS = [
+    (("MaxRunningJobsPerTenant", "WorkerMaxConcurrency"),
+     lambda v: v["MaxRunningJobsPerTenant"] < v["WorkerMaxConcurrency"],
+     "MaxRunningJobsPerTenant must be below WorkerMaxConcurrency: a running job's step holds "
+     "its worker invocation, so one tenant's slow steps would hold every invocation"),
+]
 
 # (what a careless operator tries, the parameters, None if it deploys or a text the failure names)
 SCENARIOS = [
@@ -93,6 +105,14 @@ SCENARIOS = [
     ("MaxReceiveCount=2", {**JWT, "MaxReceiveCount": "2"}, "MaxReceiveCount"),
     ("WorkerMaxConcurrency=1", {**JWT, "WorkerMaxConcurrency": "1"}, "WorkerMaxConcurrency"),
     ("WorkerMaxConcurrency=5000", {**JWT, "WorkerMaxConcurrency": "5000"}, "WorkerMaxConcurrency"),
+    ("MaxRunningJobsPerTenant=100, the old default, over WorkerMaxConcurrency 50",
+     {**JWT, "MaxRunningJobsPerTenant": "100"}, "MaxRunningJobsPerTenant must be below"),
+    ("MaxRunningJobsPerTenant equal to WorkerMaxConcurrency",
+     {**JWT, "MaxRunningJobsPerTenant": "50"}, "MaxRunningJobsPerTenant must be below"),
+    ("WorkerMaxConcurrency=10 at the default MaxRunningJobsPerTenant",
+     {**JWT, "WorkerMaxConcurrency": "10"}, "MaxRunningJobsPerTenant must be below"),
+    ("MaxRunningJobsPerTenant=100 with WorkerMaxConcurrency=200",
+     {**JWT, "MaxRunningJobsPerTenant": "100", "WorkerMaxConcurrency": "200"}, None),
     ("ApiThrottleRateLimit=0", {**JWT, "ApiThrottleRateLimit": "0"}, "ApiThrottleRateLimit"),
     ("McpReservedConcurrency=-1", {**JWT, "McpReservedConcurrency": "-1"}, "McpReservedConcurrency"),
     ("StreamSeconds=900, the whole Lambda timeout", {**JWT, "StreamSeconds": "900"}, "StreamSeconds"),
@@ -236,6 +256,9 @@ def deploy(template: dict, given: dict[str, str]) -> list[str]:
         for a in rule.get("Assertions", []):
             if not evaluate(a["Assert"], values):
                 errors.append(f"Rules/{name}: {a.get('AssertDescription', 'assertion failed')}")
+    for names, holds, says in RELATIONS:
+        if all(n in params for n in names) and not holds({n: float(values[n]) for n in names}):
+            errors.append(f"Relations: {says} (this script's check; CloudFormation has none)")
     return errors
 
 

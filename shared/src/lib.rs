@@ -18,6 +18,7 @@
 //!   HTTPS endpoint, a program) over the step protocol `mcp-tasks-step/1`;
 //! - [`task`] — the task record and its status machine, and its key;
 //! - [`tenant`] — who owns a task: made at the edge, carried as a type below it;
+//! - [`terminal`] — text from others made safe to show on a terminal or in a log;
 //! - [`metrics`] — counters and timings, exported as Prometheus text and CloudWatch EMF;
 //! - [`quota`] — per-tenant quotas and fair sharing (the fair gate of the worker and CPU pools);
 //! - [`store`], [`queue`] — the ports, with local adapters (memory, embedded redb, in-process);
@@ -56,5 +57,6 @@ pub mod quota;
 pub mod store;
 pub mod task;
 pub mod tenant;
+pub mod terminal;
 pub mod tools;
 pub mod worker;

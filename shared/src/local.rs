@@ -266,6 +266,17 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
         true => EmbeddedStore::open_existing(&db)?,
         false => EmbeddedStore::open(&db)?,
     };
+    // The store is ours (its file lock): whatever the `command` steps of a server killed on
+    // this directory left running goes now (docs/tool-manifest.md, "What a command leaves
+    // behind").
+    let scope = crate::declared::command::leftovers::scope_of(&opts.data_dir);
+    let killed = crate::declared::command::leftovers::kill_scope(&scope);
+    if killed > 0 {
+        tracing::warn!(
+            killed,
+            "processes left by the command steps of an earlier run were killed"
+        );
+    }
     // Every writer shares this store, so its writes are what wakes subscriptions.
     let watchers = Arc::new(Watchers::default());
     let store: Arc<dyn TaskStore> = Arc::new(Watched::new(Metered(opened), watchers.clone()));

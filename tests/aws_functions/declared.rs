@@ -230,7 +230,8 @@ async fn a_killed_worker_resumes_a_lambda_target_from_its_checkpoint() {
 }
 
 /// What the functions must refuse at their cold start, naming what is wrong: a `command`
-/// target (never on Lambda), a Lambda target the role may not invoke.
+/// target (never on Lambda), a Lambda target the role may not invoke (another function, an
+/// alias of a granted function, a granted name in another region or account).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manifests_a_function_cannot_serve_fail_its_cold_start() {
     let dir = tempfile::tempdir().unwrap();
@@ -247,6 +248,24 @@ async fn manifests_a_function_cannot_serve_fail_its_cold_start() {
             "[[tool]]\nname = \"l\"\ndescription = \"d\"\ninput_schema = { type = \"object\" }\ntarget = { lambda = \"secret-payroll\" }\n",
             REPORT,
             "invokes secret-payroll, which ToolTargetFunctions",
+        ),
+        // Granted as Lambda and IAM compare (this function: us-east-1, the queue's account
+        // 000000000000): an unqualified grant does not cover an alias; a name is this region's
+        // and this account's function.
+        (
+            "[[tool]]\nname = \"l\"\ndescription = \"d\"\ninput_schema = { type = \"object\" }\ntarget = { lambda = \"report:prod\" }\n",
+            "arn:aws:lambda:us-east-1:000000000000:function:report",
+            "invokes report:prod, which ToolTargetFunctions",
+        ),
+        (
+            "[[tool]]\nname = \"l\"\ndescription = \"d\"\ninput_schema = { type = \"object\" }\ntarget = { lambda = \"report\" }\n",
+            "arn:aws:lambda:eu-west-1:000000000000:function:report",
+            "invokes report, which ToolTargetFunctions",
+        ),
+        (
+            "[[tool]]\nname = \"l\"\ndescription = \"d\"\ninput_schema = { type = \"object\" }\ntarget = { lambda = \"report\" }\n",
+            "arn:aws:lambda:us-east-1:123456789012:function:report",
+            "invokes report, which ToolTargetFunctions",
         ),
     ];
     for (i, (manifest, granted, says)) in cases.iter().enumerate() {

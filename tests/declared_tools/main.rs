@@ -8,10 +8,12 @@
 //! misbehave (`tests/targets/bad_target.py`, the emulator's misbehaving functions) and
 //! manifests that must not start.
 //!
-//! Needs `python3`, `jq` (the shell example) and `node` (the Node example; `NODE` names it,
+//! Needs `python3`, `jq` (the shell example), `setsid` (util-linux: a command's escaping
+//! grandchild) and `node` (the Node example; `NODE` names it,
 //! else `node` on PATH): a missing one fails the test with what to install.
 
 mod bad;
+mod commands;
 mod examples;
 mod manifests;
 mod overhead;

@@ -341,7 +341,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     .tools();
     if let Some(path) = &manifest {
-        let (tools, summary) = declared_tools(path).await?;
+        let (tools, summary) = declared_tools(path, &opts.data_dir).await?;
         println!(
             "mcp-tasks declared tools from {}: {}",
             terminal::visible(&path.display().to_string()),
@@ -366,10 +366,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// The tools of a manifest file, over the targets this server can run: programs (relative to
-/// the file's directory), HTTPS endpoints, and (with AWS support) Lambda functions and
-/// SigV4-signed HTTPS endpoints.
+/// the file's directory), HTTPS endpoints, and (with AWS support) Lambda functions,
+/// SigV4-signed HTTPS endpoints and Step Functions state machines.
 async fn declared_tools(
     path: &std::path::Path,
+    data_dir: &std::path::Path,
 ) -> anyhow::Result<(Vec<Arc<dyn Tool>>, Vec<String>)> {
     let manifest = Manifest::read(path)?;
     manifest.check_schemas()?;
@@ -380,6 +381,11 @@ async fn declared_tools(
     let mut host = TargetHost {
         allow_commands: true,
         base_dir,
+        // Marks its `command` steps' processes, so that a server starting on this data
+        // directory kills what they left.
+        step_scope: Some(mcp_tasks_core::declared::command::leftovers::scope_of(
+            data_dir,
+        )),
         ..TargetHost::default()
     };
     #[cfg(feature = "aws")]

@@ -1,35 +1,11 @@
-//! Text from others (a server's answers, a store's records) made safe to show on a terminal.
-//!
-//! A terminal acts on control characters: ESC starts sequences that move the cursor, clear the
-//! screen, set the window title or, on some terminals, answer back into the input; C1 controls
-//! (U+0080–U+009F, CSI among them) do the same on terminals that read them; BEL, BS, CR and DEL
-//! rewrite what is shown. Such characters are written as visible escapes (`\u{1b}`), so a
-//! result can neither hide text nor act on the terminal. Newline and tab are kept: they lay
-//! out text and act on nothing.
-
-use std::borrow::Cow;
+//! Text from others (a server's answers, a store's records) made safe to show on a terminal:
+//! [`visible`] (shared with the server's log, `mcp_tasks_core::terminal`) escapes every
+//! character a terminal acts on; [`json_text`] does the same for JSON text, keeping it the
+//! same JSON value.
 
 use serde_json::Value;
 
-/// Whether a terminal could act on `c`: C0 controls but newline and tab, DEL, C1 controls.
-pub fn is_unsafe(c: char) -> bool {
-    c.is_control() && c != '\n' && c != '\t'
-}
-
-/// `s` with every character a terminal could act on escaped as `\u{…}` (`\r`, `\0` for those).
-pub fn visible(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(is_unsafe) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 16);
-    for c in s.chars() {
-        match is_unsafe(c) {
-            true => out.extend(c.escape_default()),
-            false => out.push(c),
-        }
-    }
-    Cow::Owned(out)
-}
+pub use mcp_tasks_core::terminal::{is_unsafe, visible};
 
 /// `v` as JSON text, pretty or compact, with DEL and the C1 controls escaped too (`\u007f`,
 /// `\u0080`…`\u009f`): serde_json escapes only U+0000–U+001F. The text is the same JSON value.
@@ -58,15 +34,6 @@ pub fn json_text(v: &Value, pretty: bool) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn controls_are_escaped_and_layout_kept() {
-        assert_eq!(visible("plain été"), "plain été");
-        assert_eq!(
-            visible("a\x1b[2Jb\u{9b}31m\x7f\x07\r\n\tc"),
-            "a\\u{1b}[2Jb\\u{9b}31m\\u{7f}\\u{7}\\r\n\tc"
-        );
-    }
 
     #[test]
     fn json_escapes_del_and_c1_and_stays_the_same_value() {

@@ -1,24 +1,25 @@
 //! The `command` target: one process per step, never through a shell, on the local server only.
 //! The request goes to its stdin, the answer comes from its stdout; its stderr goes to the log.
 //! The process runs in a process group of its own, which is killed when the step ends for any
-//! reason (an answer, a timeout, a cancel, the worker's deadline), so nothing it started
-//! outlives the step.
+//! reason (an answer, a timeout, a cancel, the worker's deadline); then every process still
+//! carrying the step's mark in its environment is killed too ([`leftovers`]: a grandchild that
+//! left the group with `setsid()`), and a server starting kills what its steps left when it
+//! was killed. The stderr is read in lines of bounded length and logged escaped ([`stderr`]).
 
 use std::path::PathBuf;
 use std::process::Stdio;
 
 use async_trait::async_trait;
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::target::{CallLimits, Target, TargetError, TargetHost};
+
+pub mod leftovers;
+pub mod stderr;
 
 /// Variables every command gets from the server's environment (when set); the manifest entry's
 /// `env` adds to them. Nothing a client sends is ever among them.
 const BASE_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
-/// Longest stderr line logged (the rest of the line is cut).
-const MAX_LOG_LINE: usize = 1024;
-/// Most stderr lines logged per step (the rest are counted, not logged).
-const MAX_LOG_LINES: usize = 100;
 
 /// A program run once per step.
 pub struct CommandTarget {
@@ -26,6 +27,8 @@ pub struct CommandTarget {
     args: Vec<String>,
     env: Vec<(String, String)>,
     dir: Option<PathBuf>,
+    /// The scope of the marks of its steps' processes ([`leftovers`]).
+    scope: String,
     /// For the log.
     label: String,
 }
@@ -60,22 +63,44 @@ impl CommandTarget {
             args: args.to_vec(),
             env,
             dir: host.base_dir.clone(),
+            scope: host
+                .step_scope
+                .clone()
+                .unwrap_or_else(|| format!("pid{}", std::process::id())),
         })
     }
 }
 
-/// Kills the step's process group when dropped.
-struct Group(Option<i32>);
+/// Kills the step's process group when dropped, then (away from the async threads) every
+/// process left with the step's mark.
+struct Group {
+    pgid: Option<i32>,
+    mark: String,
+}
 
 impl Drop for Group {
     fn drop(&mut self) {
         #[cfg(unix)]
-        if let Some(pgid) = self.0.take() {
+        if let Some(pgid) = self.pgid.take() {
             // SAFETY: kill(2) with a negative pid signals the process group; no memory is
             // touched. An already-empty group answers ESRCH, which is fine.
             unsafe {
                 libc::kill(-pgid, libc::SIGKILL);
             }
+        }
+        let mark = std::mem::take(&mut self.mark);
+        let sweep = move || {
+            let n = leftovers::kill_step(&mark);
+            if n > 0 {
+                tracing::info!(
+                    killed = n,
+                    "declared tool: processes the step left outside its group were killed"
+                );
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(sweep)),
+            Err(_) => sweep(),
         }
     }
 }
@@ -83,10 +108,12 @@ impl Drop for Group {
 #[async_trait]
 impl Target for CommandTarget {
     async fn call(&self, request: Vec<u8>, limits: CallLimits) -> Result<Vec<u8>, TargetError> {
+        let mark = leftovers::step_mark(&self.scope);
         let mut cmd = tokio::process::Command::new(&self.program);
         cmd.args(&self.args)
             .env_clear()
             .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env(leftovers::STEP_VAR, &mark)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -100,7 +127,10 @@ impl Target for CommandTarget {
             tracing::warn!(program = %self.label, error = %e, "declared tool: the command could not be started");
             TargetError::NotStarted
         })?;
-        let _group = Group(child.id().and_then(|p| i32::try_from(p).ok()));
+        let _group = Group {
+            pgid: child.id().and_then(|p| i32::try_from(p).ok()),
+            mark,
+        };
         let (Some(mut stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -120,22 +150,7 @@ impl Target for CommandTarget {
             (read.is_ok(), out)
         };
         let label = self.label.clone();
-        let log = async move {
-            let mut lines = BufReader::new(stderr).split(b'\n');
-            let (mut logged, mut dropped) = (0usize, 0usize);
-            while let Ok(Some(line)) = lines.next_segment().await {
-                if logged < MAX_LOG_LINES {
-                    let text = String::from_utf8_lossy(&line[..line.len().min(MAX_LOG_LINE)]);
-                    tracing::info!(program = %label, line = %text, "declared tool: stderr");
-                    logged += 1;
-                } else {
-                    dropped += 1;
-                }
-            }
-            if dropped > 0 {
-                tracing::info!(program = %label, dropped, "declared tool: stderr lines not logged");
-            }
-        };
+        let log = async move { stderr::log(stderr, &label).await };
         // The log drains stderr on its own, so that a program writing much to it never blocks;
         // it ends when the group is killed or exits (its stderr closes).
         tokio::spawn(log);

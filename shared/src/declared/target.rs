@@ -160,6 +160,11 @@ pub struct TargetHost {
     /// The X-Ray trace header of the work being done (on AWS: the work message's, else the
     /// invocation's), which HTTP steps carry on; `None` on the local server.
     pub xray: Option<fn() -> Option<String>>,
+    /// The scope that marks the processes of `command` steps (the local server's:
+    /// [`leftovers::scope_of`](super::command::leftovers::scope_of) its data directory, so
+    /// that it kills at start what its steps left when it was killed). `None`: a scope of
+    /// this process alone.
+    pub step_scope: Option<String>,
 }
 
 impl std::fmt::Debug for TargetHost {

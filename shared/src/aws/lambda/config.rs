@@ -7,6 +7,11 @@ use super::*;
 pub const MIN_STREAM_SECONDS: u64 = 30;
 /// See [`MIN_STREAM_SECONDS`].
 pub const MAX_STREAM_SECONDS: u64 = 890;
+/// `MAX_RUNNING_JOBS_PER_TENANT` when unset, as the template's `MaxRunningJobsPerTenant`: a
+/// running job may hold a worker invocation for its whole step, so a tenant's running jobs
+/// bound the invocations it holds, and the default keeps that well below the template's
+/// `WorkerMaxConcurrency` (50): one tenant holds at most 10 of them.
+pub const DEFAULT_MAX_RUNNING_JOBS: usize = 10;
 
 /// A missing or malformed environment variable: fails the cold start, never a request.
 #[derive(thiserror::Error)]
@@ -55,6 +60,7 @@ pub struct SecretRef {
 /// | `TOOLS_MANIFEST`      | mcp, worker          | a manifest file to serve instead of the bundled `tools.toml` |
 /// | `TOOL_TARGET_FUNCTIONS` | mcp, worker        | the Lambda functions the role may invoke (the manifest's must be among them) |
 /// | `TOOL_STATE_MACHINES` | mcp, worker          | the state machines the role may start (the manifest's must be among them) |
+/// | `AWS_REGION`          | mcp, worker (Lambda sets it) | where a `lambda` target named without its region is |
 /// | `SWEEP_STALE_SECONDS` | sweep                | idle time before a task is re-enqueued (300)   |
 /// | `AUTH_MODE`           | mcp, tasks           | `jwt` (default) or `none` (one open tenant)    |
 /// | `AUTH_ISSUER`         | mcp, tasks with jwt  | the expected `iss` (required)                  |
@@ -68,7 +74,7 @@ pub struct SecretRef {
 /// | `MAX_ACTIVE_TASKS_PER_TENANT` | mcp        | unfinished tasks per tenant (1000)             |
 /// | `TASK_CREATE_PER_SECOND` / `TASK_CREATE_BURST` | mcp | creations per tenant per instance (20/s, 200) |
 /// | `MAX_TASK_SECONDS` / `MAX_TASK_CPU_SECONDS` | mcp, worker | per-task running and CPU time (86400, 1800) |
-/// | `MAX_RUNNING_JOBS_PER_TENANT` | worker, mcp | a tenant's jobs and inline calls running at once (100) |
+/// | `MAX_RUNNING_JOBS_PER_TENANT` | worker, mcp | a tenant's jobs and inline calls running at once (10: [`DEFAULT_MAX_RUNNING_JOBS`]) |
 /// | `RESPONSE_STREAMING`  | mcp                  | `true`: API Gateway streams its answers (false) |
 /// | `STREAM_SECONDS`      | mcp with streaming   | longest streamed answer (840; 30 to 890)       |
 /// | `MAX_STREAMS_PER_TENANT` | mcp               | a tenant's open streams, all instances (10)    |
@@ -102,6 +108,9 @@ pub struct Config {
     /// targets (`TOOL_SECRET_ARNS`, the template's `ToolSecretArns`): a manifest naming
     /// another `secret_arn` refuses to start.
     pub tool_secret_arns: Vec<String>,
+    /// This function's region (`AWS_REGION`, which Lambda sets): where a `lambda` target
+    /// named without its ARN's region is looked for.
+    pub region: Option<String>,
     /// Deliveries SQS makes before dead-lettering a message.
     pub max_receives: u32,
     /// How long a working task may sit unheld and unchanged before the sweep re-enqueues it.
@@ -144,6 +153,7 @@ impl std::fmt::Debug for Config {
             .field("tool_target_functions", &self.tool_target_functions)
             .field("tool_state_machines", &self.tool_state_machines)
             .field("tool_secret_arns", &self.tool_secret_arns)
+            .field("region", &self.region)
             .field("max_receives", &self.max_receives)
             .field("sweep_stale", &self.sweep_stale)
             .field("task_ttl_ms", &self.tasks.ttl_ms)
@@ -218,6 +228,7 @@ impl Config {
         let tool_target_functions = list(var("TOOL_TARGET_FUNCTIONS"));
         let tool_state_machines = list(var("TOOL_STATE_MACHINES"));
         let tool_secret_arns = list(var("TOOL_SECRET_ARNS"));
+        let region = var("AWS_REGION");
         let sweep_stale = match var("SWEEP_STALE_SECONDS") {
             None => Duration::from_secs(300),
             Some(v) => Duration::from_secs(v.parse().map_err(|_| ConfigError::Invalid {
@@ -349,6 +360,7 @@ impl Config {
             tool_target_functions,
             tool_state_machines,
             tool_secret_arns,
+            region,
             max_receives,
             sweep_stale,
             tasks,
@@ -434,7 +446,7 @@ fn quotas(var: &impl Fn(&'static str) -> Option<String>) -> Result<Quotas, Confi
             var,
             "MAX_RUNNING_JOBS_PER_TENANT",
             100_000,
-            d.max_running_jobs as u64,
+            DEFAULT_MAX_RUNNING_JOBS as u64,
         )? as usize,
         create_per_second,
         create_burst: whole(

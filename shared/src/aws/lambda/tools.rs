@@ -28,7 +28,9 @@ pub enum ToolsError {
     /// A `lambda` target the role is not allowed to invoke.
     #[error(
         "{origin}: {entry} invokes {function}, which ToolTargetFunctions \
-         (TOOL_TARGET_FUNCTIONS) does not list: the role may not invoke it"
+         (TOOL_TARGET_FUNCTIONS) does not list: the role may not invoke it (a grant covers \
+         one function in one region and account, with the qualifier it names or none; a \
+         name without them is this function's region and account)"
     )]
     NotGranted {
         /// The manifest.
@@ -115,10 +117,14 @@ fn manifest(config: &Config, bundled: &str) -> Result<Manifest, ToolsError> {
         Some(path) => Manifest::read(path)?,
         None => Manifest::parse(bundled, "the bundled tools.toml")?,
     };
+    let home = Home::of(config);
     for e in &manifest.entries {
         match &e.target {
             TargetKind::Lambda(f)
-                if !config.tool_target_functions.iter().any(|g| granted(g, f)) =>
+                if !config
+                    .tool_target_functions
+                    .iter()
+                    .any(|g| granted(g, f, &home)) =>
             {
                 return Err(ToolsError::NotGranted {
                     origin: manifest.origin.clone(),
@@ -208,35 +214,202 @@ async fn host(manifest: &Manifest) -> Result<TargetHost, ToolsError> {
     })
 }
 
-/// Whether granting `grant` (an ARN, as IAM takes it) covers invoking `function` (a name or an
-/// ARN, as the manifest names it): the same ARN, or the same function name.
-fn granted(grant: &str, function: &str) -> bool {
-    let name = |f: &str| -> String {
-        match f.split_once(":function:") {
-            Some((_, rest)) => rest.split(':').next().unwrap_or("").to_owned(),
-            None => f.split(':').next().unwrap_or("").to_owned(),
+/// Where a function named without its region or account lives: this function's own region
+/// (`AWS_REGION`) and account (that of its work queue, which the stack made beside it), as
+/// Lambda resolves such a name. `None`: not known (not compared).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Home {
+    region: Option<String>,
+    account: Option<String>,
+}
+
+impl Home {
+    fn of(config: &Config) -> Self {
+        Self {
+            region: config.region.clone(),
+            account: queue_account(&config.queue_url),
         }
+    }
+}
+
+/// The account of an SQS queue URL (`https://sqs.REGION.amazonaws.com/ACCOUNT/NAME`).
+fn queue_account(url: &str) -> Option<String> {
+    let path = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let account = path.split('/').nth(1)?;
+    (account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit())).then(|| account.to_owned())
+}
+
+/// A Lambda function as Invoke names it: `NAME`, `ACCOUNT:function:NAME` or
+/// `arn:PARTITION:lambda:REGION:ACCOUNT:function:NAME`, each with an optional `:QUALIFIER` (a
+/// version or an alias).
+#[derive(Debug, PartialEq)]
+struct FunctionRef<'a> {
+    partition: Option<&'a str>,
+    region: Option<&'a str>,
+    account: Option<&'a str>,
+    name: &'a str,
+    qualifier: Option<&'a str>,
+}
+
+impl<'a> FunctionRef<'a> {
+    fn parse(s: &'a str) -> Option<Self> {
+        let parts: Vec<&str> = s.split(':').collect();
+        let (partition, region, account, rest) = match parts.as_slice() {
+            [
+                "arn",
+                partition,
+                "lambda",
+                region,
+                account,
+                "function",
+                rest @ ..,
+            ] => (Some(*partition), Some(*region), Some(*account), rest),
+            [account, "function", rest @ ..] => (None, None, Some(*account), rest),
+            rest => (None, None, None, rest),
+        };
+        let (name, qualifier) = match rest {
+            [name] => (*name, None),
+            [name, qualifier] => (*name, Some(*qualifier)),
+            _ => return None,
+        };
+        (!name.is_empty() && qualifier != Some("")).then_some(Self {
+            partition,
+            region,
+            account,
+            name,
+            qualifier,
+        })
+    }
+}
+
+/// Whether granting `grant` (a function ARN, as IAM takes it) covers invoking `function` (as
+/// the manifest names it), compared as Lambda and IAM compare them: the same name and the
+/// same qualifier (an unqualified ARN does not cover `NAME:ALIAS`, nor a qualified one the
+/// bare name), in the same region, account and partition — a name or partial ARN taken in
+/// this function's region and account (`home`).
+fn granted(grant: &str, function: &str, home: &Home) -> bool {
+    let (Some(g), Some(f)) = (FunctionRef::parse(grant), FunctionRef::parse(function)) else {
+        return false;
     };
-    grant == function || (!function.contains(":function:") && name(grant) == name(function))
+    let (Some(g_region), Some(g_account)) = (g.region, g.account) else {
+        // IAM takes a function's full ARN.
+        return false;
+    };
+    let same = |named: Option<&str>, here: Option<&str>, granted: &str| {
+        named.or(here).is_none_or(|v| v == granted)
+    };
+    g.name == f.name
+        && g.qualifier == f.qualifier
+        && same(f.region, home.region.as_deref(), g_region)
+        && same(f.account, home.account.as_deref(), g_account)
+        && same(f.partition, None, g.partition.unwrap_or_default())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const REPORT: &str = "arn:aws:lambda:eu-west-1:123456789012:function:report";
+
+    fn home(region: &str, account: &str) -> Home {
+        Home {
+            region: Some(region.into()),
+            account: Some(account.into()),
+        }
+    }
+
     #[test]
-    fn a_grant_covers_its_arn_or_its_name() {
-        let arn = "arn:aws:lambda:eu-west-1:123456789012:function:report";
-        assert!(granted(arn, arn));
-        assert!(granted(arn, "report"));
-        assert!(!granted(arn, "reports"));
+    fn a_grant_covers_its_arn_and_the_names_that_resolve_to_it() {
+        let here = home("eu-west-1", "123456789012");
+        for f in [REPORT, "report", "123456789012:function:report"] {
+            assert!(granted(REPORT, f, &here), "{f}");
+        }
+        let live = "arn:aws:lambda:eu-west-1:123456789012:function:approve:live";
+        for f in [live, "approve:live", "123456789012:function:approve:live"] {
+            assert!(granted(live, f, &here), "{f}");
+        }
+        // Not known here: not compared.
+        assert!(granted(REPORT, "report", &Home::default()));
+    }
+
+    #[test]
+    fn a_qualifier_must_be_granted_as_such() {
+        let here = home("eu-west-1", "123456789012");
+        // IAM: the unqualified ARN does not cover an alias or a version, nor the reverse.
+        assert!(!granted(REPORT, "report:prod", &here));
+        assert!(!granted(REPORT, &format!("{REPORT}:prod"), &here));
+        assert!(!granted(REPORT, "report:7", &here));
+        assert!(!granted(&format!("{REPORT}:prod"), "report", &here));
+        assert!(!granted(&format!("{REPORT}:prod"), "report:live", &here));
+    }
+
+    #[test]
+    fn a_name_resolves_in_this_functions_region_and_account() {
+        // A bare name here, in us-east-1, is us-east-1's `report`: an eu-west-1 grant does
+        // not cover it.
         assert!(!granted(
-            arn,
-            "arn:aws:lambda:eu-west-1:999999999999:function:report"
+            REPORT,
+            "report",
+            &home("us-east-1", "123456789012")
         ));
+        assert!(!granted(
+            REPORT,
+            "123456789012:function:report",
+            &home("us-east-1", "123456789012")
+        ));
+        // Another account: named, or resolved from this function's.
+        assert!(!granted(
+            REPORT,
+            "report",
+            &home("eu-west-1", "999999999999")
+        ));
+        assert!(!granted(
+            REPORT,
+            "999999999999:function:report",
+            &home("eu-west-1", "123456789012")
+        ));
+        assert!(!granted(
+            REPORT,
+            "arn:aws:lambda:eu-west-1:999999999999:function:report",
+            &home("eu-west-1", "123456789012")
+        ));
+        // Another partition.
+        assert!(!granted(
+            REPORT,
+            "arn:aws-cn:lambda:eu-west-1:123456789012:function:report",
+            &home("eu-west-1", "123456789012")
+        ));
+        // A full ARN elsewhere is what it says, wherever this function runs.
+        assert!(granted(REPORT, REPORT, &home("us-east-1", "999999999999")));
+    }
+
+    #[test]
+    fn other_names_and_malformed_ones_are_not_granted() {
+        let here = home("eu-west-1", "123456789012");
+        assert!(!granted(REPORT, "reports", &here));
         assert!(!granted(
             "arn:aws:lambda:eu-west-1:123456789012:function:other",
-            "report"
+            "report",
+            &here
         ));
+        for bad in ["", "report:", "a:b:c", "report:prod:x", ":report"] {
+            assert!(!granted(REPORT, bad, &here), "{bad:?}");
+        }
+        // A grant must be a function's ARN.
+        assert!(!granted("report", "report", &here));
+    }
+
+    #[test]
+    fn the_account_is_the_work_queues() {
+        assert_eq!(
+            queue_account("https://sqs.eu-west-1.amazonaws.com/123456789012/work").as_deref(),
+            Some("123456789012")
+        );
+        assert_eq!(
+            queue_account("http://127.0.0.1:4566/000000000000/q").as_deref(),
+            Some("000000000000")
+        );
+        assert_eq!(queue_account("http://127.0.0.1:1/q"), None);
+        assert_eq!(queue_account("nonsense"), None);
     }
 }
