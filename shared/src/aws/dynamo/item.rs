@@ -78,7 +78,7 @@ pub(super) fn to_item(task: &TaskRecord) -> Result<HashMap<String, AttributeValu
         item.insert(ATTR_EXPIRES_MS.into(), AttributeValue::N(at.to_string()));
         item.insert(
             ATTR_TTL.into(),
-            AttributeValue::N(at.div_ceil(1000).to_string()),
+            AttributeValue::N(super::ttl_seconds(at).to_string()),
         );
     }
     item.insert(ATTR_PK.into(), AttributeValue::S(key));
