@@ -91,6 +91,18 @@ def operations(template: dict, jwt: dict, default_deploy, refs) -> list[str]:
     dangling = {d for d in dangling if not d.startswith("AWS::")}
     if dangling:
         out.append(f"ExistingTableName: resources refer to what is not created: {sorted(dangling)}")
+    # Streams (each an mcp execution for up to StreamSeconds) capped across tenants below the
+    # mcp reservation, so short requests always find executions.
+    mcp = made.get("McpFunction", {}).get("Properties", {})
+    env = (mcp.get("Environment") or {}).get("Variables") or {}
+    try:
+        cap, reserved = int(env.get("MAX_STREAMS", 0)), int(mcp.get("ReservedConcurrentExecutions", 0))
+    except (TypeError, ValueError):
+        cap, reserved = 0, 0
+    if not 0 < cap < reserved:
+        out.append(f"McpFunction: streams of all tenants capped at {cap or 'nothing'} (MAX_STREAMS), "
+                   f"not below its reservation ({reserved}): streams can hold every execution "
+                   "short requests need")
     # Skip reasons that the template can prove wrong.
     for fn in functions:
         r = made[fn]
