@@ -103,6 +103,11 @@ def operations(template: dict, jwt: dict, default_deploy, refs) -> list[str]:
         out.append(f"McpFunction: streams of all tenants capped at {cap or 'nothing'} (MAX_STREAMS), "
                    f"not below its reservation ({reserved}): streams can hold every execution "
                    "short requests need")
+    # The front door against a forged header and a token-less flood (waf_model.py).
+    import sys  # noqa: PLC0415
+
+    import waf_model  # noqa: PLC0415
+    out += waf_model.front_door(made, values, report=lambda line: print(line, file=sys.stderr))
     # Skip reasons that the template can prove wrong.
     for fn in functions:
         r = made[fn]
