@@ -49,9 +49,10 @@
 //! [`quiet_mark_ms`](TaskRecord::quiet_mark_ms), present while the task is `working` — not
 //! while it waits for input, and gone once it ends — so the sweep
 //! ([`list_quiet`](TaskStore::list_quiet)) reads the tasks that went quiet before its bound
-//! and nothing else, however many tasks wait for people or sleep. The mark moves with the
-//! task's last update rounded down to a minute, so a running job's checkpoints rewrite the
-//! index entry at most once a minute (two index writes), and a sleeping job's once per sleep.
+//! and nothing else, however many tasks wait for people or sleep. The key is the mark rounded
+//! down to a minute (`item::quiet_key`), so a running job's checkpoints rewrite the index
+//! entry at most once a minute (two index writes), and so does a job that parks and wakes
+//! every second (its mark is its wake time); a long sleep moves it once.
 //! Where the sweep stopped is kept in one item of its own ([`SWEEP_CURSOR_KEY`]).
 //!
 //! `tenant_active` serves one tenant's listing (the legacy `tasks/list`,

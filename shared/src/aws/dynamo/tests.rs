@@ -183,3 +183,27 @@ fn an_item_keeps_its_stored_attributes() {
     assert_eq!(canonical_map(&item), golden);
     assert_eq!(from_item(item).unwrap(), t);
 }
+
+/// A paced job parks and wakes every ~1.1 s, each park writing its wake time, which is its
+/// quiet mark: the `quiet` index key moves once a minute, not at every wake (each move is two
+/// index writes), and stays at or before the exact mark the sweep checks.
+#[test]
+fn a_paced_jobs_quiet_key_moves_once_a_minute() {
+    let mut t = record("t", None);
+    t.status = TaskStatus::Working;
+    let minute = crate::task::QUIET_GRAIN_MS;
+    let start = 1_700_000_040_000 - 1_700_000_040_000 % minute;
+    let mut keys = std::collections::BTreeSet::new();
+    for wake in 0..110 {
+        let at = start + wake * 1_100;
+        t.last_updated_at_ms = at;
+        t.wake_at_ms = Some(at + 1_100);
+        let item = to_item(&t).unwrap();
+        let key: u64 = item[ATTR_QUIET].as_n().unwrap().parse().unwrap();
+        assert!(key <= t.quiet_mark_ms().unwrap());
+        assert!(t.quiet_mark_ms().unwrap() - key < minute);
+        keys.insert(key);
+    }
+    // 110 wakes over 121 s: three minutes touched, three keys.
+    assert_eq!(keys.len(), 3, "{keys:?}");
+}
