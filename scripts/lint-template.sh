@@ -47,6 +47,14 @@ scenarios=()
 "$cfn/bin/python" "$root/scripts/lib/template_params.py" --check "$template" "${scenarios[@]}"
 echo "lint-template: parameter bounds${scenarios:+ and deploy scenarios (Rules)} pass" >&2
 
+# The cost and capacity tables docs/costs.md publishes are the template's defaults run through
+# bench/cost_model.py and bench/capacity_model.py: generated, and checked here, so a changed
+# default or price never leaves a stale figure (`python3 bench/cost_model.py --write-docs`).
+if [ "$template" -ef "$root/template.yaml" ]; then
+  "$cfn/bin/python" "$root/bench/cost_model.py" --check-docs
+  echo "lint-template: docs/costs.md's tables are the cost and capacity models' output" >&2
+fi
+
 # checkov's venv also holds aws-sam-translator (scripts/lock/checkov.txt) for the transform.
 ckv="$root/.tools/checkov/venv"
 ensure_pyvenv "$ckv" checkov "$CHECKOV_VERSION"
