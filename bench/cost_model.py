@@ -133,7 +133,8 @@ def step_functions_cost(lc, p):
 # below says where it comes from. Two columns: `before`, the code at c58fb92 (the published
 # bound of $4.01/h left out the failed conditional writes, the quiet index, logs, WAF, X-Ray and
 # the list requests' Lambda time), and `after`, this code (the quiet index key moves once a
-# minute, not at every wake).
+# minute, not at every wake; a take reads the `#runs` item first and does not write it when the
+# tenant's places are all taken).
 
 RECORD_BYTES = 716  # measured (hostile.rs): a task record, `_meta` padding refused past 16 KiB
 LIST_PAGE = 100  # legacy tasks/list: records a page (one consistent BatchGetItem)
@@ -147,7 +148,9 @@ WAKE_WRITES_WRU = 2 * RUNS_ITEM_WRU + 2  # `#runs` take + release, lease + park 
 QUIET_MOVE_WRU = 2  # a moved `quiet` index key: the old entry out, the new one in
 QUIET_MOVES_BEFORE = 2  # per wake: the lease and the park each moved the exact mark
 QUIET_MOVES_AFTER = PACE_S / 60  # per wake: the key (mark rounded to a minute) moves once a minute
-DEFER_WRU = RUNS_ITEM_WRU  # a deferral's `#runs` take: a conditional write failing on the item
+DEFER_WRU = RUNS_ITEM_WRU  # before: a deferral's take, a conditional write failing on the item
+DEFER_RRU = 1  # after: a consistent read of the item (under 4 KB) finds it full, no write
+TAKE_READ_RRU = 1  # after: every take reads the item first, a wake's included
 SQS_PER_MESSAGE = 1.2  # a delayed send, and a receive and delete shared with its batch of 10
 WORKER_MS_PER_MESSAGE = {"wake": 5.0, "deferral": 2.0}  # its share of a 10-message invocation
 LOG_BYTES_PER_MESSAGE = 1400  # the #37 recount: "work message handled" JSON line, its EMF
@@ -177,11 +180,13 @@ def hostile_tenant(p, prices):
     # 1. The running places, each parking a paced step and waking every PACE_S.
     wakes = running * HOURS / PACE_S
     base = wakes * (WAKE_READS_RRU * rru + WAKE_WRITES_WRU * wru + message("wake"))
-    rows.append(("running places: a paced job's wakes (reads, writes, SQS, worker)", base, base,
+    rows.append(("running places: a paced job's wakes (reads, writes, SQS, worker)", base,
+                 base + wakes * TAKE_READ_RRU * rru,
                  f"{running:.0f} jobs x {HOURS / PACE_S:,.0f} wakes/h, each {WAKE_READS_RRU} RRU "
                  f"(task, arguments, #runs) + {WAKE_WRITES_WRU} WRU (#runs take and release at "
                  f"{RUNS_ITEM_WRU}, lease, park) + {SQS_PER_MESSAGE} SQS + "
-                 f"{WORKER_MS_PER_MESSAGE['wake']:g} ms of a 512 MB worker"))
+                 f"{WORKER_MS_PER_MESSAGE['wake']:g} ms of a 512 MB worker; after, + "
+                 f"{TAKE_READ_RRU} RRU (the take's read of #runs)"))
     rows.append(("running places: the quiet index key a wake moves",
                  wakes * QUIET_MOVES_BEFORE * QUIET_MOVE_WRU * wru,
                  wakes * QUIET_MOVES_AFTER * QUIET_MOVE_WRU * wru,
@@ -204,11 +209,14 @@ def hostile_tenant(p, prices):
                  f"{LIST_MS} ms of the 256 MB mcp function and its request)"))
     # 4. The tasks waiting for a place, each deferred every DEFER_DELAY_S, and its mark renewed.
     deferrals = waiting * HOURS / DEFER_DELAY_S
-    defer = deferrals * (DEFER_WRU * wru + message("deferral"))
+    defer_before = deferrals * (DEFER_WRU * wru + message("deferral"))
+    defer_after = deferrals * (DEFER_RRU * rru + message("deferral"))
     renew = waiting * HOURS / WAIT_RENEW_S * (rru + (1 + QUIET_MOVE_WRU) * wru)
-    rows.append(("waiting tasks' deferrals and mark renewals", defer + renew, defer + renew,
+    rows.append(("waiting tasks' deferrals and mark renewals", defer_before + renew,
+                 defer_after + renew,
                  f"{waiting:.0f} tasks x {HOURS / DEFER_DELAY_S:.0f}/h, each a failed conditional "
-                 f"write of the #runs item ({DEFER_WRU} WRU) + {SQS_PER_MESSAGE} SQS + "
+                 f"write of the #runs item ({DEFER_WRU} WRU) before, a consistent read of it "
+                 f"({DEFER_RRU} RRU) after; + {SQS_PER_MESSAGE} SQS + "
                  f"{WORKER_MS_PER_MESSAGE['deferral']:g} ms; a renewal every {WAIT_RENEW_S:.0f} s "
                  f"(1 RRU + 1 WRU + a quiet key move)"))
     # 5. What the functions log for each of those messages.
