@@ -97,15 +97,22 @@ def bounds(p):
          "DynamoDB items and delayed SQS messages only (the sweep never reads them)", "—"),
         ("Lambda executions used at the API rate: mcp / tasks / worker", f"{mcp_exec:.1f} / {tasks_exec:.1f} / {workers:.0f}",
          f"rate x duration; {unreserved:.0f} unreserved of {ACCOUNT_CONCURRENCY}", "throttles (Throttles metric), 5xx to the client"),
-        ("mcp executions if every request streamed to the end", f"{stream_exec:.0f}",
-         f"rate x StreamSeconds ({p['StreamSeconds']:.0f}); MaxStreamsPerTenant {p['MaxStreamsPerTenant']:.0f} per tenant",
-         "429 past a tenant's streams; McpReservedConcurrency caps the rest"),
+        ("mcp executions streams hold, all tenants", f"{min(stream_exec, p['MaxStreams']):.0f} of {p['McpReservedConcurrency']:.0f}",
+         f"MaxStreams ({p['MaxStreams']:.0f}, below McpReservedConcurrency); MaxStreamsPerTenant {p['MaxStreamsPerTenant']:.0f} per tenant "
+         f"(opened at the full rate and held StreamSeconds, streams would want {stream_exec:.0f})",
+         f"429 past a tenant's streams or MaxStreams; the other {p['McpReservedConcurrency'] - min(stream_exec, p['MaxStreams']):.0f} executions stay for short requests"),
         ("task starts + ends per second, one tenant", f"~{PARTITION_WRITES // 2}/s",
          "its tenant_active index partition (~1,000 writes/s)", "DynamoDB throttles that tenant's writes"),
         ("work messages in flight", f"{SQS_IN_FLIGHT:,}",
          "SQS standard queue; the worker holds at most " + f"{jobs:.0f}", "— (far above the worker bound)"),
     ]
     return rows
+
+
+def markdown(rows):
+    """docs/costs.md's capacity table."""
+    out = ["| what | holds | bounded by | at the bound |", "|---|---:|---|---|"]
+    return "\n".join(out + ["| " + " | ".join(r) + " |" for r in rows])
 
 
 def main():
@@ -123,16 +130,13 @@ def main():
     needed = ["ApiThrottleRateLimit", "ApiThrottleBurstLimit", "WorkerMaxConcurrency",
               "MaxRunningJobsPerTenant", "MaxActiveTasksPerTenant", "TaskCreatePerSecond",
               "TaskCreateBurst", "McpReservedConcurrency", "TasksReservedConcurrency",
-              "StreamSeconds", "MaxStreamsPerTenant"]
+              "StreamSeconds", "MaxStreamsPerTenant", "MaxStreams"]
     missing = [n for n in needed if not isinstance(p.get(n), float)]
     if missing:
         sys.exit(f"template.yaml lacks a numeric Default for: {', '.join(missing)}")
     rows = bounds(p)
     if args.markdown:
-        print("| what | holds | bounded by | at the bound |")
-        print("|---|---:|---|---|")
-        for r in rows:
-            print("| " + " | ".join(r) + " |")
+        print(markdown(rows))
     else:
         w = max(len(r[0]) for r in rows)
         for what, holds, by, at in rows:

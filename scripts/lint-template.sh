@@ -2,11 +2,15 @@
 # Lints template.yaml, offline (no AWS calls, no credentials), with tools from PyPI pinned and
 # installed into venvs under .tools/ (gitignored):
 #   1. cfn-lint — merges the SAM Globals and checks the serverless resources against SAM's own
-#      schemas, the rest against CloudFormation's (properties, GetAtts, limits);
+#      schemas, the rest against CloudFormation's (properties, GetAtts, limits); and again on
+#      the offline SAM transform (step 3), where the generated roles, permissions and stages
+#      are plain CloudFormation;
 #   2. scripts/lib/template_params.py — what CloudFormation checks at deploy time and cfn-lint
 #      does not: every parameter bounded (and its Default within bounds), and, for template.yaml,
 #      careless deploys (defaults, AuthMode=none without AllowUnauthenticated=yes, out-of-range
-#      values) tried against the parameter constraints and the Rules assertions; and the Api
+#      values) tried against the parameter constraints and the Rules assertions, and what the
+#      default deploy must have (template_ops.py: every function's errors and both stages'
+#      5xx alarmed and sent where the deploy asked, state and logs kept on deletion; and the Api
 #      events' ResponseTransferMode (SAM ignores a misspelt one and buffers; the streaming mcp
 #      function needs RESPONSE_STREAM on every event);
 #   3. checkov — a security scanner for infrastructure as code, twice: on the SAM template
@@ -43,12 +47,25 @@ scenarios=()
 "$cfn/bin/python" "$root/scripts/lib/template_params.py" --check "$template" "${scenarios[@]}"
 echo "lint-template: parameter bounds${scenarios:+ and deploy scenarios (Rules)} pass" >&2
 
+# The cost and capacity tables docs/costs.md publishes are the template's defaults run through
+# bench/cost_model.py and bench/capacity_model.py: generated, and checked here, so a changed
+# default or price never leaves a stale figure (`python3 bench/cost_model.py --write-docs`).
+if [ "$template" -ef "$root/template.yaml" ]; then
+  "$cfn/bin/python" "$root/bench/cost_model.py" --check-docs
+  echo "lint-template: docs/costs.md's tables are the cost and capacity models' output" >&2
+fi
+
 # checkov's venv also holds aws-sam-translator (scripts/lock/checkov.txt) for the transform.
 ckv="$root/.tools/checkov/venv"
 ensure_pyvenv "$ckv" checkov "$CHECKOV_VERSION"
 transformed="$(mktemp -d)"
 trap 'rm -rf "$transformed"' EXIT
 "$ckv/bin/python" "$root/scripts/lib/sam_transform.py" "$template" "$transformed/template.json"
+# cfn-lint again on what SAM generates (its venv has no aws-sam-translator, so on the SAM
+# template it checks the serverless resources against SAM's schemas only): the generated
+# roles, permissions, stages and deployments against CloudFormation's own.
+"$cfn/bin/cfn-lint" "$transformed/template.json"
+echo "lint-template: cfn-lint $CFN_LINT_VERSION passes on the SAM transform" >&2
 for t in "$template" "$transformed/template.json"; do
   "$ckv/bin/checkov" --file "$t" --framework cloudformation --skip-download --compact --quiet \
     >"$transformed/checkov.out" 2>&1 || {

@@ -41,11 +41,14 @@ import sys
 
 from cfnlint.decode import cfn_yaml
 
+import template_ops
+
 JWT = {
     "AuthMode": "jwt",
     "AuthIssuer": "https://issuer.example.com",
     "AuthAudience": "https://mcp.example.com/mcp",
     "AuthJwksUrl": "https://issuer.example.com/.well-known/jwks.json",
+    "AlarmEmail": "ops@example.com",
 }
 
 # Relations between Number parameters (checked when the template has every parameter named):
@@ -60,13 +63,13 @@ RELATIONS = [
 # (what a careless operator tries, the parameters, None if it deploys or a text the failure names)
 SCENARIOS = [
     ("sam deploy with every default", {}, "AuthMode"),
-    ("AuthMode=none alone", {"AuthMode": "none"}, "AllowUnauthenticated=yes"),
-    ("AuthMode=none, AllowUnauthenticated=no", {"AuthMode": "none", "AllowUnauthenticated": "no"},
+    ("AuthMode=none alone", {"AuthMode": "none", "AlarmEmail": "none"}, "AllowUnauthenticated=yes"),
+    ("AuthMode=none, AllowUnauthenticated=no", {"AuthMode": "none", "AlarmEmail": "none", "AllowUnauthenticated": "no"},
      "AllowUnauthenticated=yes"),
-    ("AuthMode=none, acknowledged", {"AuthMode": "none", "AllowUnauthenticated": "yes"}, None),
-    ("AuthMode=none, AllowUnauthenticated=true", {"AuthMode": "none", "AllowUnauthenticated": "true"},
+    ("AuthMode=none, acknowledged", {"AuthMode": "none", "AlarmEmail": "none", "AllowUnauthenticated": "yes"}, None),
+    ("AuthMode=none, AllowUnauthenticated=true", {"AuthMode": "none", "AlarmEmail": "none", "AllowUnauthenticated": "true"},
      "AllowUnauthenticated"),
-    ("AuthMode=jwt without its settings", {"AuthMode": "jwt"}, "AuthIssuer is required"),
+    ("AuthMode=jwt without its settings", {"AuthMode": "jwt", "AlarmEmail": "none"}, "AuthIssuer is required"),
     ("AuthMode=jwt, complete", JWT, None),
     ("jwt with an http issuer", {**JWT, "AuthIssuer": "http://issuer.example.com"}, "AuthIssuer"),
     ("jwt with neither resource nor audience", {**JWT, "AuthAudience": ""},
@@ -143,7 +146,7 @@ SCENARIOS = [
      {**JWT, "WafTokenlessPerMinute": "6000", "WafRequestsPerIpPerMinute": "3000",
       "ApiThrottleRateLimit": "200"}, None),
     ("AuthMode=none behind the WAF (no token-less cap: no request has a token)",
-     {"AuthMode": "none", "AllowUnauthenticated": "yes"}, None),
+     {"AuthMode": "none", "AlarmEmail": "none", "AllowUnauthenticated": "yes"}, None),
     ("ApiGatewayLogsRole=existing", {**JWT, "ApiGatewayLogsRole": "existing"}, None),
     ("ApiGatewayLogsRole=none (access logs off)", {**JWT, "ApiGatewayLogsRole": "none"},
      "ApiGatewayLogsRole"),
@@ -175,6 +178,17 @@ SCENARIOS = [
                                         "BudgetEmail": "a@example.com,b@example.com"},
      "BudgetEmail"),
     ("BudgetEmail without a budget (ignored)", {**JWT, "BudgetEmail": "ops@example.com"}, None),
+    ("jwt without AlarmEmail (the deploy asks where alarms go)",
+     {k: v for k, v in JWT.items() if k != "AlarmEmail"}, "AlarmEmail"),
+    ("AlarmEmail=none, deliberately (the outputs say so)", {**JWT, "AlarmEmail": "none"}, None),
+    ("AlarmEmail empty", {**JWT, "AlarmEmail": ""}, "AlarmEmail"),
+    ("AlarmEmail with two addresses", {**JWT, "AlarmEmail": "a@example.com,b@example.com"},
+     "AlarmEmail"),
+    ("ExistingTableName, a table an earlier stack kept", {**JWT, "ExistingTableName": "mcp-tasks-TasksTable-1AB2C3"},
+     None),
+    ("ExistingTableName as an ARN", {**JWT, "ExistingTableName":
+                                     "arn:aws:dynamodb:eu-west-1:123456789012:table/t"},
+     "ExistingTableName"),
     ("a parameter the template lacks", {**JWT, "MaxConcurrentJobs": "10"}, "do not exist"),
 ]
 
@@ -341,9 +355,11 @@ def refs(node) -> set[str]:
                 out.add((v[0] if isinstance(v, list) else v.split(".")[0]))
             elif k == "Fn::Sub":
                 text = v[0] if isinstance(v, list) else v
-                out |= {m.split(".")[0] for m in re.findall(r"\$\{([^!}][^}]*)\}", text)}
+                names = {m.split(".")[0] for m in re.findall(r"\$\{([^!}][^}]*)\}", text)}
                 if isinstance(v, list):
+                    names -= set(v[1])  # the Sub's own variables
                     out |= refs(v[1])
+                out |= names
             else:
                 out |= refs(v)
     elif isinstance(node, list):
@@ -430,7 +446,7 @@ def defences(template: dict) -> list[str]:
         out.append("a budget is deployed by default (BudgetMonthlyUsd should default to 0: off)")
     if not any(r.get("Type") == "AWS::Budgets::Budget" for r in budgeted.values()):
         out.append("BudgetMonthlyUsd=100 deploys no AWS::Budgets::Budget")
-    return out
+    return out + template_ops.operations(template, JWT, default_deploy, refs)
 
 
 def main(argv: list[str]) -> int:

@@ -332,7 +332,9 @@ impl McpService {
 
     /// `tasks/result`: the task's `CallToolResult` (or its JSON-RPC error) once terminal,
     /// waiting up to the synchronous budget for that — or less, when the invocation serving
-    /// it ends sooner (see [`result_deadline`]).
+    /// it ends sooner (see [`result_deadline`]). The store's own time counts: a read starts
+    /// only when the slowest read so far would still end by the deadline, and a read after
+    /// the first is cut at the deadline (the status it would have told is the last one read).
     async fn legacy_result(
         &self,
         id: String,
@@ -345,25 +347,42 @@ impl McpService {
             crate::clock::invocation_deadline(),
         );
         let mut gap = std::time::Duration::from_millis(50);
+        let mut slowest = std::time::Duration::ZERO;
+        let mut last: Option<TaskStatus> = None;
         let task = loop {
-            let task = self.engine.get(TaskRef::new(tenant, &id)).await?;
+            let began = tokio::time::Instant::now();
+            let read = self.engine.get(TaskRef::new(tenant, &id));
+            let task = match last {
+                None => read.await?,
+                Some(_) => match tokio::time::timeout_at(deadline, read).await {
+                    Ok(task) => task?,
+                    Err(_) => break None,
+                },
+            };
+            slowest = slowest.max(began.elapsed());
             if task.status.is_terminal() {
-                break task;
+                break Some(task);
             }
+            last = Some(task.status);
             let now = tokio::time::Instant::now();
-            if now >= deadline {
-                return Err(with_data(
-                    McpError::invalid_params(format!(
-                        "Task is still {} after waiting {} s: poll tasks/get and call \
-                         tasks/result again once it is terminal",
-                        task.status.as_str(),
-                        started.elapsed().as_secs()
-                    )),
-                    json!({"taskId": id, "status": task.status.as_str()}),
-                ));
+            // The next read, after the pause, must end by the deadline at the pace seen.
+            let pause = gap.min(deadline.saturating_duration_since(now));
+            if now >= deadline || now + pause + slowest > deadline {
+                break None;
             }
-            tokio::time::sleep(gap.min(deadline - now)).await;
+            tokio::time::sleep(pause).await;
             gap = (gap * 2).min(std::time::Duration::from_millis(500));
+        };
+        let Some(task) = task else {
+            let status = last.map_or("working", TaskStatus::as_str);
+            return Err(with_data(
+                McpError::invalid_params(format!(
+                    "Task is still {status} after waiting {} s: poll tasks/get and call \
+                     tasks/result again once it is terminal",
+                    started.elapsed().as_secs()
+                )),
+                json!({"taskId": id, "status": status}),
+            ));
         };
         let related = json!({RELATED_TASK: {"taskId": task.task_id}});
         match task.status {

@@ -55,7 +55,13 @@ const SLOT_GRACE: Duration = Duration::from_secs(60);
 pub struct StreamSlots {
     slots: Arc<dyn RunSlots>,
     max: usize,
+    /// Most streams of all tenants together (0: none), counted under [`ALL_STREAMS`].
+    total: usize,
 }
+
+/// The key all tenants' streams are counted under for the cap across tenants: no tenant's
+/// key (tenant names never hold control characters).
+const ALL_STREAMS: &str = "\u{1f}all-streams";
 
 impl StreamSlots {
     /// At most `max` open streams per tenant, recorded in `slots` (in memory for one process;
@@ -64,7 +70,14 @@ impl StreamSlots {
         Self {
             slots,
             max: max.max(1),
+            total: 0,
         }
+    }
+
+    /// Also at most `total` open streams of all tenants together (0: no such cap).
+    pub fn with_total(mut self, total: usize) -> Self {
+        self.total = total;
+        self
     }
 
     /// The tenant's key in `slots`: apart from its running-jobs record (tenant names never
@@ -89,11 +102,40 @@ impl StreamSlots {
             .take(&Self::key(tenant), &owner, self.max, until)
             .await
         {
-            Ok(true) => Ok(StreamSlot {
-                slots: self.slots.clone(),
-                tenant: Self::key(tenant),
-                owner,
-            }),
+            Ok(true) => {
+                let slot = StreamSlot {
+                    slots: self.slots.clone(),
+                    tenant: Self::key(tenant),
+                    owner,
+                    total: self.total > 0,
+                };
+                if self.total == 0 {
+                    return Ok(slot);
+                }
+                let all = Tenant::from(ALL_STREAMS);
+                match self.slots.take(&all, &slot.owner, self.total, until).await {
+                    Ok(true) => Ok(slot),
+                    refused => {
+                        // Only the tenant's place was taken: give that one back.
+                        let slot = StreamSlot {
+                            total: false,
+                            ..slot
+                        };
+                        slot.release().await;
+                        if let Err(e) = refused {
+                            tracing::warn!(error = %e, "stream slot: the record could not be written");
+                            return Err(McpError::internal());
+                        }
+                        Err(McpError::invalid_request(format!(
+                            "Too many open streams on this server (at most {} long calls and \
+                             subscriptions at once, all clients together); retry when one has \
+                             ended",
+                            self.total
+                        ))
+                        .with_status(429))
+                    }
+                }
+            }
             Ok(false) => Err(McpError::invalid_request(format!(
                 "Too many open streams of this client (at most {} long calls and \
                  subscriptions at once); retry when one has ended",
@@ -113,6 +155,8 @@ pub(super) struct StreamSlot {
     slots: Arc<dyn RunSlots>,
     tenant: Tenant,
     owner: String,
+    /// Whether it also holds a place under [`ALL_STREAMS`].
+    total: bool,
 }
 
 impl StreamSlot {
@@ -120,6 +164,14 @@ impl StreamSlot {
     /// and the instance may be frozen; a place never given back lapses after its budget).
     pub(super) async fn release(self) {
         if let Err(e) = self.slots.release(&self.tenant, &self.owner).await {
+            tracing::warn!(error = %e, "stream slot: release failed; it lapses on its own");
+        }
+        if self.total
+            && let Err(e) = self
+                .slots
+                .release(&Tenant::from(ALL_STREAMS), &self.owner)
+                .await
+        {
             tracing::warn!(error = %e, "stream slot: release failed; it lapses on its own");
         }
     }

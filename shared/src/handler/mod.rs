@@ -114,6 +114,10 @@ pub struct ServiceConfig {
     /// Most streams (long synchronous calls and subscriptions together) one tenant may have
     /// open at once.
     pub max_streams_per_tenant: usize,
+    /// Most streams all tenants together may have open at once; 0: no such cap. On Lambda it
+    /// keeps streams below the mcp function's reservation, so that they cannot hold every
+    /// execution the short requests need (template.yaml `MaxStreams`).
+    pub max_streams: usize,
 }
 
 impl Default for ServiceConfig {
@@ -131,6 +135,7 @@ impl Default for ServiceConfig {
             tasks_only: false,
             change_feed: crate::store::watch::ChangeFeed::Poll(LISTEN_POLL),
             max_streams_per_tenant: 10,
+            max_streams: 0,
         }
     }
 }
@@ -265,7 +270,8 @@ impl McpService {
             streams: StreamSlots::new(
                 Arc::new(crate::quota::MemoryRunSlots::default()),
                 config.max_streams_per_tenant,
-            ),
+            )
+            .with_total(config.max_streams),
             config,
         }
     }
@@ -273,7 +279,8 @@ impl McpService {
     /// Counts each tenant's open streams in `slots` (shared by every instance on Lambda)
     /// instead of this process's memory.
     pub fn with_stream_slots(mut self, slots: Arc<dyn crate::quota::RunSlots>) -> Self {
-        self.streams = StreamSlots::new(slots, self.config.max_streams_per_tenant);
+        self.streams = StreamSlots::new(slots, self.config.max_streams_per_tenant)
+            .with_total(self.config.max_streams);
         self
     }
 

@@ -32,6 +32,7 @@ mod listing;
 mod lost_writes;
 mod places;
 mod records;
+mod runs_cost;
 mod sweep;
 mod table;
 mod tenancy;

@@ -15,7 +15,7 @@ use mcp_tasks_core::task::TaskRef;
 use mcp_tasks_core::tenant::Tenant;
 use serde_json::{Value, json};
 
-use crate::{client, drop_table, edit_raw, fresh_store, racing_client};
+use crate::{client, drop_table, edit_raw, fresh_store, racing_client, raw_item};
 
 fn places_key(tenant: &str) -> String {
     format!("{}#places", dynamo::tenant_prefix(&Tenant::from(tenant)))
@@ -87,11 +87,52 @@ async fn sixty_four_racing_creations_against_a_quota_of_four_store_four() {
     drop_table(&client, store.table_name()).await;
 }
 
-/// A record removed behind the store's back (DynamoDB's TTL, before the sweep purged it) never
-/// gave its place back; the tenant's next refusal, once its counter has been still for
-/// `RECOUNT_AFTER`, counts its tasks on the index and gives the place back.
+/// Sets the tenant's places item as if it was last recounted before `RECOUNT_AFTER` and its
+/// counter had just moved (a busy tenant: tasks end and start every few seconds); with
+/// `reservations_aged`, as if its reservations were all older than `RECENT` too.
+async fn age_places(client: &aws_sdk_dynamodb::Client, table: &str, reservations_aged: bool) {
+    let now = mcp_tasks_core::clock::now_ms();
+    let long_ago = now - (dynamo::RECOUNT_AFTER + Duration::from_secs(1)).as_millis() as u64;
+    let key = places_key("leak");
+    edit_raw(
+        client,
+        table,
+        key.clone(),
+        "SET #a = :v",
+        "rc",
+        Some(AttributeValue::N(long_ago.to_string())),
+    )
+    .await;
+    edit_raw(
+        client,
+        table,
+        key.clone(),
+        "SET #a = :v",
+        "at",
+        Some(AttributeValue::N(now.to_string())),
+    )
+    .await;
+    if reservations_aged {
+        let item = raw_item(client, table, key.clone()).await.unwrap();
+        let buckets: Vec<&String> = item
+            .keys()
+            .filter(|k| {
+                k.len() > 1 && k.starts_with('r') && k[1..].bytes().all(|b| b.is_ascii_digit())
+            })
+            .collect();
+        for b in buckets {
+            edit_raw(client, table, key.clone(), "REMOVE #a", b, None).await;
+        }
+    }
+}
+
+/// A record removed behind the store's back (a crash, a purge that lost its give-back) never
+/// gave its place back. A busy tenant's counter moves all the time, so its next refusal
+/// recounts once the last recount is `RECOUNT_AFTER` old, whatever the counter did since —
+/// but never frees the places of reservations from the last `RECENT`, which may be creations
+/// still writing their record.
 #[tokio::test]
-async fn a_place_left_behind_is_given_back_at_the_next_refusal_once_still() {
+async fn a_busy_tenants_place_left_behind_is_given_back_at_a_refusal() {
     let Some(client) = client().await else { return };
     let store = fresh_store(&client).await;
     let (kept, gone) = (task("leak", None), task("leak", None));
@@ -108,38 +149,27 @@ async fn a_place_left_behind_is_given_back_at_the_next_refusal_once_still() {
         .send()
         .await
         .unwrap();
-    assert!(
-        !store
-            .create_within(&task("leak", None), &args(), 2)
-            .await
-            .unwrap(),
-        "the counter moved a moment ago: nothing is recounted yet"
-    );
-    // The counter, as if still since before RECOUNT_AFTER.
-    let long_ago = mcp_tasks_core::clock::now_ms()
-        - (dynamo::RECOUNT_AFTER + Duration::from_secs(1)).as_millis() as u64;
-    edit_raw(
-        &client,
-        store.table_name(),
-        places_key("leak"),
-        "SET #a = :v",
-        "at",
-        Some(AttributeValue::N(long_ago.to_string())),
-    )
-    .await;
-    assert!(
+    let create = || async {
         store
             .create_within(&task("leak", None), &args(), 2)
             .await
-            .unwrap(),
-        "recounted: one task is left, so one place is free"
-    );
-    assert!(
-        !store
-            .create_within(&task("leak", None), &args(), 2)
-            .await
             .unwrap()
+    };
+    assert!(
+        !create().await,
+        "recounted a moment ago (when counting began): not yet"
     );
+    age_places(&client, store.table_name(), false).await;
+    assert!(
+        !create().await,
+        "both reservations are recent: either could be a creation in flight, nothing is freed"
+    );
+    age_places(&client, store.table_name(), true).await;
+    assert!(
+        create().await,
+        "recounted though the counter moved a moment ago: one task is left, one place is free"
+    );
+    assert!(!create().await, "one place, not two");
     drop_table(&client, store.table_name()).await;
 }
 

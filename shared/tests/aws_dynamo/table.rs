@@ -40,9 +40,10 @@ async fn create_table_is_idempotent_and_enables_ttl_in_seconds() {
     )
     .await
     .unwrap();
-    // 1_700_000_090_623 ms is 1_700_000_090.623 s: DynamoDB gets whole seconds, rounded up so
-    // it never deletes a task before the engine considers it expired.
-    assert_eq!(item[dynamo::ATTR_TTL].as_n().unwrap(), "1700000091");
+    // 1_700_000_090_623 ms is 1_700_000_090.623 s: DynamoDB gets whole seconds, rounded up,
+    // two days (172,800 s) later, so it deletes nothing the sweep has not had time to purge
+    // (and give its place back).
+    assert_eq!(item[dynamo::ATTR_TTL].as_n().unwrap(), "1700172891");
     assert_eq!(
         item[dynamo::ATTR_EXPIRES_MS].as_n().unwrap(),
         "1700000090623"
@@ -259,7 +260,11 @@ async fn create_table_adds_the_quiet_index_and_backfills_the_working_tasks() {
     .unwrap();
     assert_eq!(
         item[dynamo::ATTR_QUIET].as_n().unwrap(),
-        &orphan.quiet_mark_ms().unwrap().to_string()
+        &{
+            let mark = orphan.quiet_mark_ms().unwrap();
+            mark - mark % mcp_tasks_core::task::QUIET_GRAIN_MS
+        }
+        .to_string()
     );
     assert_eq!(item["version"].as_n().unwrap(), "0", "no version bumped");
     let item = raw_item(

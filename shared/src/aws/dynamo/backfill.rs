@@ -72,7 +72,7 @@ impl DynamoStore {
                 let pks: Vec<String> = page.iter().map(|k| pk(k.borrowed())).collect();
                 let mut changed = 0;
                 for (key, task) in &self.batch_get(&pks).await? {
-                    let Some(mark) = task.quiet_mark_ms() else {
+                    let Some(mark) = super::item::quiet_key(task) else {
                         continue;
                     };
                     let update = self

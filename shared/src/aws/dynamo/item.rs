@@ -21,7 +21,7 @@ use super::{
     codec,
 };
 use crate::store::StoreError;
-use crate::task::TaskRecord;
+use crate::task::{QUIET_GRAIN_MS, TaskRecord};
 
 /// DynamoDB's item size limit.
 const MAX_ITEM_BYTES: usize = 400 * 1024;
@@ -71,14 +71,14 @@ pub(super) fn to_item(task: &TaskRecord) -> Result<HashMap<String, AttributeValu
         ATTR_SHARD.into(),
         AttributeValue::N(shard_of(&key).to_string()),
     );
-    if let Some(mark) = task.quiet_mark_ms() {
+    if let Some(mark) = quiet_key(task) {
         item.insert(ATTR_QUIET.into(), AttributeValue::N(mark.to_string()));
     }
     if let Some(at) = task.expires_at_ms() {
         item.insert(ATTR_EXPIRES_MS.into(), AttributeValue::N(at.to_string()));
         item.insert(
             ATTR_TTL.into(),
-            AttributeValue::N(at.div_ceil(1000).to_string()),
+            AttributeValue::N(super::ttl_seconds(at).to_string()),
         );
     }
     item.insert(ATTR_PK.into(), AttributeValue::S(key));
@@ -99,6 +99,17 @@ pub(super) fn to_item(task: &TaskRecord) -> Result<HashMap<String, AttributeValu
         }
     }
     Ok(item)
+}
+
+/// The `quiet` index's sort key of a task: its [`quiet_mark_ms`](TaskRecord::quiet_mark_ms)
+/// rounded down to [`QUIET_GRAIN_MS`]. The index is read for the tasks whose mark is at or
+/// before `now - window` (the orphan sweep, with a window of minutes), and the sweep checks
+/// each record it reads against the exact mark, so a key up to a grain early finds the same
+/// tasks; rounded, the key of a job that parks and wakes every second (its mark is its wake
+/// time) moves once a minute, not on every wake — each move is two index writes (the old entry
+/// out, the new one in).
+pub(super) fn quiet_key(task: &TaskRecord) -> Option<u64> {
+    task.quiet_mark_ms().map(|m| m - m % QUIET_GRAIN_MS)
 }
 
 /// The record of an item (index attributes are ignored; JSON-text fields are parsed back).

@@ -14,7 +14,7 @@
 //! | `tenant_active` | S    | while non-terminal | `tenant_active` partition key: `{tenant}#`   |
 //! | `expires_ms`    | N    | with a TTL         | sort key of the sparse `expiry` index        |
 //! | `quiet_ms`      | N    | while `working`    | sort key of the sparse `quiet` index         |
-//! | `ttl`           | N    | with a TTL         | DynamoDB TTL, epoch **seconds** (rounded up) |
+//! | `ttl`           | N    | with a TTL         | DynamoDB TTL: expiry + [`TTL_GRACE`], seconds  |
 //!
 //! `pk` is also the sort key of the `tenant_active` index; `shard` is `0..`[`SHARDS`].
 //!
@@ -49,9 +49,10 @@
 //! [`quiet_mark_ms`](TaskRecord::quiet_mark_ms), present while the task is `working` — not
 //! while it waits for input, and gone once it ends — so the sweep
 //! ([`list_quiet`](TaskStore::list_quiet)) reads the tasks that went quiet before its bound
-//! and nothing else, however many tasks wait for people or sleep. The mark moves with the
-//! task's last update rounded down to a minute, so a running job's checkpoints rewrite the
-//! index entry at most once a minute (two index writes), and a sleeping job's once per sleep.
+//! and nothing else, however many tasks wait for people or sleep. The key is the mark rounded
+//! down to a minute (`item::quiet_key`), so a running job's checkpoints rewrite the index
+//! entry at most once a minute (two index writes), and so does a job that parks and wakes
+//! every second (its mark is its wake time); a long sleep moves it once.
 //! Where the sweep stopped is kept in one item of its own ([`SWEEP_CURSOR_KEY`]).
 //!
 //! `tenant_active` serves one tenant's listing (the legacy `tasks/list`,
@@ -98,7 +99,7 @@ mod tests;
 mod write;
 
 pub use key::{arguments_key, pk, tenant_prefix};
-pub use places::RECOUNT_AFTER;
+pub use places::{RECENT, RECOUNT_AFTER};
 pub use table::create_table;
 
 use item::{from_item, to_item};
@@ -120,8 +121,24 @@ pub const ATTR_EXPIRES_MS: &str = "expires_ms";
 /// Sort key of the `quiet` index: the task's quiet mark (epoch ms); present only while the
 /// task is `working`.
 pub const ATTR_QUIET: &str = "quiet_ms";
-/// DynamoDB's TTL attribute: epoch seconds of expiry, rounded up; present only with a TTL.
+/// DynamoDB's TTL attribute: epoch seconds of expiry plus [`TTL_GRACE`], rounded up; present
+/// only with a TTL ([`ttl_seconds`]).
 pub const ATTR_TTL: &str = "ttl";
+/// How long after a task's expiry DynamoDB's TTL may delete its items. Reads treat an expired
+/// task as absent at once; the item stays for the sweep, which purges it and gives an
+/// unfinished task's place back (`places`). Deleted by the TTL first, an unfinished task would
+/// leave its tenant's place taken until a refusal recounts it. Two days: DynamoDB deletes an
+/// item any time after its `ttl`, and the sweep runs every SweepSchedule (5 minutes by default;
+/// a daily schedule, and a run that failed with its retries, still fit).
+pub const TTL_GRACE: std::time::Duration = std::time::Duration::from_secs(2 * 86_400);
+
+/// The [`ATTR_TTL`] value of an item whose task expires at `expires_at_ms` (epoch ms): epoch
+/// seconds, rounded up, [`TTL_GRACE`] later.
+pub fn ttl_seconds(expires_at_ms: u64) -> u64 {
+    expires_at_ms
+        .div_ceil(1000)
+        .saturating_add(TTL_GRACE.as_secs())
+}
 /// The JSON text of a task's arguments, in the task's arguments item (see [`arguments_key`]).
 pub const ATTR_ARGUMENTS: &str = "args";
 /// The sparse index of non-terminal tasks.

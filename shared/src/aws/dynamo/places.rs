@@ -1,8 +1,10 @@
 //! A tenant's places on DynamoDB — its active tasks, counted — for the active-task quota.
 //!
 //! One item per tenant ([`places_key`]: no index attribute, so no listing sees it) holds `n`,
-//! the places taken, `v`, bumped at every change, `at`, when it last changed (epoch ms), and
-//! `last`, the task whose reservation changed it last. A creation takes its place with one
+//! the places taken, `v`, bumped at every change, `at`, when it last changed (epoch ms),
+//! `last`, the task whose reservation changed it last, `rc`, when it was last recounted, and
+//! the reservations of the last minute or so, ten seconds to an attribute (`r{epoch / 10 s}`,
+//! see [`RECENT`]). A creation takes its place with one
 //! conditional `UpdateItem` (`n < max`) before the task's record is written, and gives it
 //! back if the record is then certainly not written; the write that ends a task (or deletes
 //! an active one) gives it back with another. DynamoDB applies the updates of one item one
@@ -11,12 +13,14 @@
 //! `docs/dynamodb.md` ("Places").
 //!
 //! The count errs one way only: a place may stay taken after its task is gone (a crash
-//! between the record's write and the counter's, a record removed by the table's TTL before
-//! the sweep purged it, a give-back whose answer was lost), never the reverse — a give-back is
-//! never retried unless the service said it was not applied. Such a place is found when the
-//! tenant is refused: if its counter has not moved for [`RECOUNT_AFTER`] (so no creation is in
-//! flight and the `tenant_active` index has caught up), the refusal counts the tenant's
-//! active tasks on that index and writes the count back, conditional on the version it read.
+//! between the record's write and the counter's, a record removed behind the sweep's back, a
+//! give-back whose answer was lost), never the reverse — a give-back is never retried unless
+//! the service said it was not applied. Such a place is found when the tenant is refused: if
+//! it was last recounted [`RECOUNT_AFTER`] ago or more — however often its counter moves, so a
+//! busy tenant's leaks heal too — the refusal counts the tenant's active tasks on the
+//! `tenant_active` index and gives back what neither they nor the reservations of the last
+//! [`RECENT`] (creations that may still be writing their record, or whose record the index
+//! has not shown yet) account for, conditional on the version the refusal read.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -33,10 +37,37 @@ use crate::store::{StoreError, TaskStore};
 use crate::task::TaskRef;
 use crate::tenant::Tenant;
 
-/// How long a tenant's counter must have been still before a refusal recounts it: longer than
-/// any creation can take between its reservation and its record (three writes, each bounded
-/// by the client's 10 s operation timeout), and far longer than the index lags the table.
+/// The least time between two recounts of one tenant: a refused tenant's index is counted at
+/// most once a minute, however many refusals it gets.
 pub const RECOUNT_AFTER: Duration = Duration::from_secs(60);
+
+/// How far back a recount takes reservations as possibly in flight: longer than any creation
+/// can take between its reservation and its record (three writes, each bounded by the
+/// client's 10 s operation timeout) and far longer than the index lags the table.
+pub const RECENT: Duration = Duration::from_secs(70);
+
+/// Reservations are counted in buckets of this many milliseconds (`r{epoch_ms / BUCKET_MS}`).
+const BUCKET_MS: u64 = 10_000;
+
+/// Buckets a reservation removes behind it (those from just past [`RECENT`] to this many
+/// buckets back): an item keeps about a minute of them, whatever the tenant's pace; a recount
+/// removes whatever older ones a quiet spell left.
+const BUCKETS_KEPT_CLEAN: u64 = 12;
+
+/// The bucket `now_ms` falls in.
+fn bucket(now_ms: u64) -> u64 {
+    now_ms / BUCKET_MS
+}
+
+/// The oldest bucket a recount at `now_ms` counts: every bucket that overlaps [`RECENT`].
+fn oldest_recent(now_ms: u64) -> u64 {
+    bucket(now_ms.saturating_sub(RECENT.as_millis() as u64))
+}
+
+/// The bucket number of a reservation attribute's name, if it is one.
+fn bucket_of(name: &str) -> Option<u64> {
+    name.strip_prefix('r')?.parse().ok()
+}
 
 /// Rounds of one reservation: the first creation of a tenant races others to make its item,
 /// and a recount may move the counter; anything past this is a backend failure.
@@ -65,8 +96,15 @@ enum Refusal {
     NoItem,
     /// An earlier attempt of this same reservation landed (its answer was lost).
     Ours,
-    /// The tenant holds `n` places, at version `v`, unchanged since `at`.
-    Full { n: u64, v: u64, at: u64 },
+    /// The tenant holds `n` places, at version `v`, last recounted at `rc` (0: never), with
+    /// `recent` reservations in the last [`RECENT`] and `stale` older bucket attributes.
+    Full {
+        n: u64,
+        v: u64,
+        rc: u64,
+        recent: u64,
+        stale: Vec<String>,
+    },
 }
 
 impl DynamoStore {
@@ -85,9 +123,15 @@ impl DynamoStore {
             match refusal {
                 Refusal::Ours => return Ok(Reserved::Again),
                 Refusal::NoItem => self.start_counting(tenant).await?,
-                Refusal::Full { n, v, at } => {
-                    if now_ms().saturating_sub(at) < RECOUNT_AFTER.as_millis() as u64
-                        || !self.recount(tenant, n, v).await?
+                Refusal::Full {
+                    n,
+                    v,
+                    rc,
+                    recent,
+                    stale,
+                } => {
+                    if now_ms().saturating_sub(rc) < RECOUNT_AFTER.as_millis() as u64
+                        || !self.recount(tenant, n, v, recent, &stale).await?
                     {
                         return Ok(Reserved::Full);
                     }
@@ -107,12 +151,32 @@ impl DynamoStore {
         max: usize,
     ) -> Result<Option<Refusal>, StoreError> {
         let (tenant, task_id) = (id.tenant, id.task_id);
-        let out = self
+        let now = now_ms();
+        let current = bucket(now);
+        let behind = oldest_recent(now).saturating_sub(1);
+        let mut req = self
             .client
             .update_item()
             .table_name(&self.table)
             .key(ATTR_PK, AttributeValue::S(places_key(tenant)))
-            .update_expression("SET #at = :now, #last = :id ADD #n :one, #v :one")
+            .expression_attribute_names("#rb", format!("r{current}"));
+        let mut removed = Vec::new();
+        for (i, b) in (0..BUCKETS_KEPT_CLEAN)
+            .filter_map(|k| behind.checked_sub(k))
+            .enumerate()
+        {
+            req = req.expression_attribute_names(format!("#o{i}"), format!("r{b}"));
+            removed.push(format!("#o{i}"));
+        }
+        let out = req
+            .update_expression(format!(
+                "SET #at = :now, #last = :id ADD #n :one, #v :one, #rb :one{}",
+                if removed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" REMOVE {}", removed.join(", "))
+                }
+            ))
             // `last`: the SDK's retry of an attempt that landed finds itself instead of taking
             // a second place.
             .condition_expression("#n < :max AND (attribute_not_exists(#last) OR #last <> :id)")
@@ -120,7 +184,7 @@ impl DynamoStore {
             .expression_attribute_names("#v", "v")
             .expression_attribute_names("#at", "at")
             .expression_attribute_names("#last", "last")
-            .expression_attribute_values(":now", AttributeValue::N(now_ms().to_string()))
+            .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
             .expression_attribute_values(":id", AttributeValue::S(task_id.to_owned()))
             .expression_attribute_values(":one", AttributeValue::N("1".into()))
             .expression_attribute_values(":max", AttributeValue::N(max.to_string()))
@@ -146,8 +210,25 @@ impl DynamoStore {
         {
             return Ok(Some(Refusal::Ours));
         }
-        match (number(item, "n"), number(item, "v"), number(item, "at")) {
-            (Some(n), Some(v), Some(at)) => Ok(Some(Refusal::Full { n, v, at })),
+        let oldest = oldest_recent(now_ms());
+        let (mut recent, mut stale) = (0, Vec::new());
+        for (name, value) in item {
+            match bucket_of(name) {
+                Some(b) if b >= oldest => {
+                    recent += value.as_n().ok().and_then(|n| n.parse().ok()).unwrap_or(0)
+                }
+                Some(_) => stale.push(name.clone()),
+                None => {}
+            }
+        }
+        match (number(item, "n"), number(item, "v")) {
+            (Some(n), Some(v)) => Ok(Some(Refusal::Full {
+                n,
+                v,
+                rc: number(item, "rc").unwrap_or(0),
+                recent,
+                stale,
+            })),
             // An item made by hand, or damaged: start it again from the index.
             _ => Ok(Some(Refusal::NoItem)),
         }
@@ -171,6 +252,7 @@ impl DynamoStore {
             .item("n", AttributeValue::N(n.to_string()))
             .item("v", AttributeValue::N("1".into()))
             .item("at", AttributeValue::N(now_ms().to_string()))
+            .item("rc", AttributeValue::N(now_ms().to_string()))
             .condition_expression("attribute_not_exists(#pk) OR attribute_not_exists(#v)")
             .expression_attribute_names("#pk", ATTR_PK)
             .expression_attribute_names("#v", "v")
@@ -200,37 +282,53 @@ impl DynamoStore {
         }
     }
 
-    /// Counts a tenant that was refused at `n` places (version `v`) on the index and writes
-    /// the count back, unless the counter moved meanwhile; true when places were freed. Even
-    /// an unchanged count is written: `at` moves, so the next recount waits its turn.
-    async fn recount(&self, tenant: &Tenant, n: u64, v: u64) -> Result<bool, StoreError> {
+    /// Counts a tenant that was refused at `n` places (version `v`, `recent` reservations in
+    /// the last [`RECENT`]) on the index and gives back the places neither its active tasks
+    /// nor those reservations account for, unless the counter moved meanwhile; true when
+    /// places were freed (or the counter moved: the caller tries again). `rc` is written
+    /// either way, so the tenant's next recount waits [`RECOUNT_AFTER`]; `stale` buckets go.
+    async fn recount(
+        &self,
+        tenant: &Tenant,
+        n: u64,
+        v: u64,
+        recent: u64,
+        stale: &[String],
+    ) -> Result<bool, StoreError> {
         let counted = self
             .tenant_active_count(tenant, usize::try_from(n).unwrap_or(usize::MAX))
             .await? as u64;
-        let written = self
+        let leaked = n.saturating_sub(counted.saturating_add(recent));
+        let mut req = self
             .client
             .update_item()
             .table_name(&self.table)
             .key(ATTR_PK, AttributeValue::S(places_key(tenant)))
-            .update_expression("SET #n = :counted, #at = :now ADD #v :one")
             .condition_expression("#v = :v")
             .expression_attribute_names("#n", "n")
             .expression_attribute_names("#v", "v")
-            .expression_attribute_names("#at", "at")
-            .expression_attribute_values(":counted", AttributeValue::N(counted.to_string()))
+            .expression_attribute_names("#rc", "rc")
+            .expression_attribute_values(
+                ":leaked",
+                AttributeValue::N((-i128::from(leaked)).to_string()),
+            )
             .expression_attribute_values(":now", AttributeValue::N(now_ms().to_string()))
             .expression_attribute_values(":one", AttributeValue::N("1".into()))
-            .expression_attribute_values(":v", AttributeValue::N(v.to_string()))
-            .send()
-            .await;
-        match written {
-            Ok(_) if counted < n => {
-                tracing::warn!(table = %self.table, held = n, counted, "dynamodb.places_recounted");
+            .expression_attribute_values(":v", AttributeValue::N(v.to_string()));
+        let mut expression = "SET #rc = :now ADD #n :leaked, #v :one".to_owned();
+        for (i, name) in stale.iter().enumerate() {
+            req = req.expression_attribute_names(format!("#s{i}"), name);
+            expression += if i == 0 { " REMOVE " } else { ", " };
+            expression += &format!("#s{i}");
+        }
+        match req.update_expression(expression).send().await {
+            Ok(_) if leaked > 0 => {
+                tracing::warn!(table = %self.table, held = n, counted, recent, leaked, "dynamodb.places_recounted");
                 Ok(true)
             }
             Ok(_) => Ok(false),
-            // Moved meanwhile: a creation or an end got there first, and the next refusal
-            // looks again.
+            // Moved meanwhile: a creation or an end got there first, and the next round
+            // (`rc` unwritten) looks again.
             Err(e) if e.code() == Some("ConditionalCheckFailedException") => Ok(true),
             Err(e) => Err(backend("places", &self.table, e)),
         }

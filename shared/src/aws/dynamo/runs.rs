@@ -35,6 +35,13 @@ const MAX_DROPPED: usize = 50;
 /// rounds answers "not now", never a failure: the worker defers the message without spending
 /// a delivery. Releasing is an `UpdateItem` that removes the run. Only a tenant's own runs
 /// touch its item, so a hot tenant contends with itself only.
+///
+/// One read does come first: a consistent `GetItem` of the item (one read unit up to 4 KB).
+/// When it shows the tenant's places all taken by live runs — the deferral of every message a
+/// tenant queues past its cap, every 5 s each — the take answers "full" without the update,
+/// which would fail its condition and still be billed the write units of the item it was
+/// checked against (3 for a full tenant's ~2.7 KB). While places are free the update runs as
+/// above, so racing takes still never lose to each other.
 #[async_trait::async_trait]
 impl crate::quota::RunSlots for DynamoStore {
     async fn take(
@@ -45,6 +52,9 @@ impl crate::quota::RunSlots for DynamoStore {
         until_ms: u64,
     ) -> Result<bool, StoreError> {
         let key = runs_key(tenant);
+        if self.surely_full(&key, owner, max).await? {
+            return Ok(false);
+        }
         let mut pause = Duration::from_millis(10);
         for _ in 0..ROUNDS {
             let runs = match self.record_run(&key, owner, max, until_ms).await? {
@@ -105,6 +115,31 @@ fn ends(until: &AttributeValue) -> Option<u64> {
 type Runs = Option<HashMap<String, AttributeValue>>;
 
 impl DynamoStore {
+    /// Whether the tenant's item, read consistently, holds `max` or more live runs and none
+    /// of `owner`'s (whose own record a take renews whatever the count).
+    async fn surely_full(&self, key: &str, owner: &str, max: usize) -> Result<bool, StoreError> {
+        let read = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(ATTR_PK, AttributeValue::S(key.to_owned()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| backend("get_item", &self.table, e))?;
+        let Some(runs) = read
+            .item()
+            .and_then(|i| i.get("runs"))
+            .and_then(|r| r.as_m().ok())
+        else {
+            return Ok(false);
+        };
+        let now = crate::clock::now_ms();
+        Ok(!runs.contains_key(owner)
+            && runs.len() >= max
+            && runs.values().all(|u| ends(u).is_some_and(|u| u > now)))
+    }
+
     /// Records `owner`'s run until `until_ms` unless `max` runs are recorded (its own record
     /// is renewed whatever the count): `None` when recorded, else the runs as they were.
     async fn record_run(

@@ -60,7 +60,13 @@ fn items_carry_index_and_ttl_attributes_only_when_they_apply() {
     );
     assert_eq!(item[ATTR_TENANT_ACTIVE].as_s().unwrap(), "t#");
     assert_eq!(item[ATTR_EXPIRES_MS].as_n().unwrap(), "11500");
-    assert_eq!(item[ATTR_TTL].as_n().unwrap(), "12", "seconds, rounded up");
+    // DynamoDB may delete the item any time after `ttl`: not before the sweep has had two days
+    // to purge the expired task and give its place back.
+    assert_eq!(
+        item[ATTR_TTL].as_n().unwrap(),
+        &(12 + 2 * 86_400).to_string(),
+        "seconds, rounded up, two days after expiry"
+    );
     assert!(item["checkpoint"].is_m(), "native attributes by default");
     assert!(
         !item.contains_key("arguments"),
@@ -171,9 +177,33 @@ fn canonical_map(m: &HashMap<String, AttributeValue>) -> String {
 /// read back, and the key, index and TTL attributes stay where the table expects them.
 #[test]
 fn an_item_keeps_its_stored_attributes() {
-    let golden = r#"{"active_pk":{"S":"a%23b%25\"é\\#tsk_01J0GOLDEN"},"attempts":{"N":"2"},"cancel_requested":{"BOOL":false},"checkpoint":{"M":{"deep":{"M":{"a":{"L":[{"N":"1"},{"NULL":true},{"BOOL":true},{"S":"x"}]}}},"f":{"N":"0.5"},"n":{"N":"1"}}},"client_capabilities":{"M":{"extensions":{"M":{"io.modelcontextprotocol/tasks":{"M":{}}}}}},"created_at_ms":{"N":"1700000000000"},"expires_ms":{"N":"1700003600000"},"input_requests":{"M":{"k1":{"M":{"method":{"S":"elicitation/create"},"params":{"M":{"message":{"S":"ok?"}}}}}}},"input_responses":{"M":{}},"interruptions":{"N":"0"},"issued_input_keys":{"L":[{"S":"k1"}]},"last_updated_at_ms":{"N":"1700000000500"},"lease":{"M":{"expires_at_ms":{"N":"1700000060000"},"owner":{"S":"w-1"}}},"pk":{"S":"a%23b%25\"é\\#tsk_01J0GOLDEN"},"poll_interval_ms":{"N":"1000"},"shard":{"N":"8"},"status":{"S":"input_required"},"status_message":{"S":"half way \"there\" ✓"},"task_id":{"S":"tsk_01J0GOLDEN"},"tenant":{"S":"a#b%\"é\\"},"tenant_active":{"S":"a%23b%25\"é\\#"},"tool":{"S":"wait"},"ttl":{"N":"1700003600"},"ttl_ms":{"N":"3600000"},"version":{"N":"7"}}"#;
+    let golden = r#"{"active_pk":{"S":"a%23b%25\"é\\#tsk_01J0GOLDEN"},"attempts":{"N":"2"},"cancel_requested":{"BOOL":false},"checkpoint":{"M":{"deep":{"M":{"a":{"L":[{"N":"1"},{"NULL":true},{"BOOL":true},{"S":"x"}]}}},"f":{"N":"0.5"},"n":{"N":"1"}}},"client_capabilities":{"M":{"extensions":{"M":{"io.modelcontextprotocol/tasks":{"M":{}}}}}},"created_at_ms":{"N":"1700000000000"},"expires_ms":{"N":"1700003600000"},"input_requests":{"M":{"k1":{"M":{"method":{"S":"elicitation/create"},"params":{"M":{"message":{"S":"ok?"}}}}}}},"input_responses":{"M":{}},"interruptions":{"N":"0"},"issued_input_keys":{"L":[{"S":"k1"}]},"last_updated_at_ms":{"N":"1700000000500"},"lease":{"M":{"expires_at_ms":{"N":"1700000060000"},"owner":{"S":"w-1"}}},"pk":{"S":"a%23b%25\"é\\#tsk_01J0GOLDEN"},"poll_interval_ms":{"N":"1000"},"shard":{"N":"8"},"status":{"S":"input_required"},"status_message":{"S":"half way \"there\" ✓"},"task_id":{"S":"tsk_01J0GOLDEN"},"tenant":{"S":"a#b%\"é\\"},"tenant_active":{"S":"a%23b%25\"é\\#"},"tool":{"S":"wait"},"ttl":{"N":"1700176400"},"ttl_ms":{"N":"3600000"},"version":{"N":"7"}}"#;
     let t = crate::store::contract::golden_record();
     let item = to_item(&t).unwrap();
     assert_eq!(canonical_map(&item), golden);
     assert_eq!(from_item(item).unwrap(), t);
+}
+
+/// A paced job parks and wakes every ~1.1 s, each park writing its wake time, which is its
+/// quiet mark: the `quiet` index key moves once a minute, not at every wake (each move is two
+/// index writes), and stays at or before the exact mark the sweep checks.
+#[test]
+fn a_paced_jobs_quiet_key_moves_once_a_minute() {
+    let mut t = record("t", None);
+    t.status = TaskStatus::Working;
+    let minute = crate::task::QUIET_GRAIN_MS;
+    let start = 1_700_000_040_000 - 1_700_000_040_000 % minute;
+    let mut keys = std::collections::BTreeSet::new();
+    for wake in 0..110 {
+        let at = start + wake * 1_100;
+        t.last_updated_at_ms = at;
+        t.wake_at_ms = Some(at + 1_100);
+        let item = to_item(&t).unwrap();
+        let key: u64 = item[ATTR_QUIET].as_n().unwrap().parse().unwrap();
+        assert!(key <= t.quiet_mark_ms().unwrap());
+        assert!(t.quiet_mark_ms().unwrap() - key < minute);
+        keys.insert(key);
+    }
+    // 110 wakes over 121 s: three minutes touched, three keys.
+    assert_eq!(keys.len(), 3, "{keys:?}");
 }

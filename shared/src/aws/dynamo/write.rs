@@ -144,7 +144,10 @@ impl DynamoStore {
             .condition_expression("attribute_not_exists(#pk)")
             .expression_attribute_names("#pk", ATTR_PK);
         if let Some(at) = task.expires_at_ms() {
-            req = req.item(ATTR_TTL, AttributeValue::N(at.div_ceil(1000).to_string()));
+            req = req.item(
+                ATTR_TTL,
+                AttributeValue::N(super::ttl_seconds(at).to_string()),
+            );
         }
         match req.send().await {
             Ok(_) => Ok(()),

@@ -78,6 +78,7 @@ pub struct SecretRef {
 /// | `RESPONSE_STREAMING`  | mcp                  | `true`: API Gateway streams its answers (false) |
 /// | `STREAM_SECONDS`      | mcp with streaming   | longest streamed answer (840; 30 to 890)       |
 /// | `MAX_STREAMS_PER_TENANT` | mcp               | a tenant's open streams, all instances (10)    |
+/// | `MAX_STREAMS`         | mcp                  | open streams of all tenants, all instances (0: no cap) |
 /// | `METRICS_TENANTS`     | all                  | tenants named in the `tenant_*` metrics (0: none; up to 1000) |
 #[derive(Clone)]
 pub struct Config {
@@ -127,6 +128,8 @@ pub struct Config {
     /// Most streams one tenant may have open at once across all instances
     /// (`MAX_STREAMS_PER_TENANT`, default 10).
     pub max_streams_per_tenant: usize,
+    /// Most open streams of all tenants together (`MAX_STREAMS`, default 0: no such cap).
+    pub max_streams: usize,
     /// How many tenants this process names in the opt-in `tenant_*` metrics
     /// (`METRICS_TENANTS`, default 0: none; see [`crate::metrics`]).
     pub metrics_tenants: usize,
@@ -336,6 +339,16 @@ impl Config {
                     reason: "must be a whole number from 1 to 10000",
                 })?,
         };
+        let max_streams =
+            match var("MAX_STREAMS") {
+                None => 0,
+                Some(v) => v.parse::<usize>().ok().filter(|n| *n <= 10_000).ok_or(
+                    ConfigError::Invalid {
+                        name: "MAX_STREAMS",
+                        reason: "must be a whole number from 0 to 10000",
+                    },
+                )?,
+            };
         let metrics_tenants = match var("METRICS_TENANTS") {
             None => 0,
             Some(v) => v
@@ -349,6 +362,7 @@ impl Config {
         };
         Ok(Self {
             max_streams_per_tenant,
+            max_streams,
             metrics_tenants,
             role,
             table_name,

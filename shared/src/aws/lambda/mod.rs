@@ -171,6 +171,7 @@ pub fn service(config: &Config, ports: &Ports, tools: Arc<Registry>) -> Arc<McpS
         // The tasks function is always buffered: its answers are small and immediate.
         stream_budget: config.stream_budget.filter(|_| config.role == Role::Mcp),
         max_streams_per_tenant: config.max_streams_per_tenant,
+        max_streams: config.max_streams,
         ..ServiceConfig::default()
     };
     // Only the mcp function seals and opens `requestState`; the tasks function never does,

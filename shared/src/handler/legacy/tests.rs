@@ -185,3 +185,118 @@ async fn tasks_result_answers_within_the_invocation_deadline() {
     assert_eq!(v["error"]["data"]["status"], "working", "{v}");
     assert!(tokio::time::Instant::now() - answered >= Duration::from_secs(25));
 }
+
+/// A memory store whose reads take `read` each (the emulator under load, DynamoDB retrying a
+/// throttled read): what `tasks/result`'s wait must count.
+struct SlowReads {
+    inner: MemoryStore,
+    read: Duration,
+}
+
+#[async_trait::async_trait]
+impl crate::store::TaskStore for SlowReads {
+    async fn create_within(
+        &self,
+        task: &crate::task::TaskRecord,
+        args: &Value,
+        max: usize,
+    ) -> Result<bool, crate::store::StoreError> {
+        self.inner.create_within(task, args, max).await
+    }
+    async fn get(
+        &self,
+        id: TaskRef<'_>,
+    ) -> Result<Option<crate::task::TaskRecord>, crate::store::StoreError> {
+        tokio::time::sleep(self.read).await;
+        self.inner.get(id).await
+    }
+    async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, crate::store::StoreError> {
+        self.inner.arguments(id).await
+    }
+    async fn update(
+        &self,
+        task: &crate::task::TaskRecord,
+    ) -> Result<u64, crate::store::StoreError> {
+        self.inner.update(task).await
+    }
+    async fn list_active(
+        &self,
+        after: Option<&crate::task::TaskKey>,
+        limit: usize,
+    ) -> Result<Vec<crate::task::TaskKey>, crate::store::StoreError> {
+        self.inner.list_active(after, limit).await
+    }
+    async fn list_expired(
+        &self,
+        now: u64,
+        limit: usize,
+    ) -> Result<Vec<crate::task::TaskKey>, crate::store::StoreError> {
+        self.inner.list_expired(now, limit).await
+    }
+    async fn delete(&self, id: TaskRef<'_>) -> Result<(), crate::store::StoreError> {
+        self.inner.delete(id).await
+    }
+}
+
+/// The `tasks` function's 10 s deadline (the handler's `within_deadline`) and reads of 1.5 s
+/// each: the wait counts the reads' own time, so `tasks/result` on an unfinished task answers
+/// at least `ANSWER_MARGIN` before the invocation ends — the last read used to start just
+/// before the wait's end and finish past the timeout (on AWS, a bare 502 and a 10 s bill).
+#[tokio::test(start_paused = true)]
+async fn tasks_result_counts_the_stores_time_within_the_invocation_deadline() {
+    let read = Duration::from_millis(1500);
+    let (queue, rx) = LocalQueue::new();
+    std::mem::forget(rx);
+    let engine = Engine::new(
+        Arc::new(SlowReads {
+            inner: MemoryStore::new(),
+            read,
+        }),
+        Arc::new(queue),
+        TaskSettings::default(),
+    );
+    let service = Arc::new(McpService::new(
+        ServiceConfig {
+            sync_budget: Duration::from_secs(25),
+            stream_budget: None,
+            ..ServiceConfig::default()
+        },
+        engine,
+        Arc::new(Registry::new(vec![doubles::wait()]).checking_arguments()),
+        StateSealer::random(),
+    ));
+    let created = json_of(
+        service
+            .handle(legacy_request(
+                "tools/call",
+                json!({"name": "wait", "arguments": {"seconds": 600}, "task": {}}),
+            ))
+            .await,
+    );
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    let started = tokio::time::Instant::now();
+    let deadline = started + Duration::from_secs(10);
+    let reply = crate::clock::within_deadline(
+        Some(deadline),
+        service.handle(legacy_request("tasks/result", json!({"taskId": id}))),
+    )
+    .await;
+    let answered = tokio::time::Instant::now();
+    let v = json_of(reply);
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert_eq!(v["error"]["data"]["status"], "working", "{v}");
+    assert!(
+        answered + ANSWER_MARGIN <= deadline,
+        "answered {:?} after the start, the invocation ends at 10 s with a margin of {ANSWER_MARGIN:?}",
+        answered - started
+    );
+    // It still waited: not one read and out.
+    assert!(
+        answered - started >= Duration::from_secs(6),
+        "{:?}",
+        answered - started
+    );
+}

@@ -384,3 +384,32 @@ async fn streams_end_with_an_error_when_the_callers_token_expires() {
         .handle_admitted(expiring(60), wait_call(12.0, false));
     assert!(stream(reply.await).recv().await.is_some());
 }
+
+/// Streams of all tenants together stop at the cap across tenants (`MaxStreams`, below the
+/// mcp function's reservation): tenants each within their own cap cannot hold every
+/// execution; a refusal takes no place of the tenant's, and an ended stream frees one.
+#[tokio::test]
+async fn streams_of_all_tenants_together_stop_at_the_total_cap() {
+    let slots =
+        StreamSlots::new(Arc::new(crate::quota::MemoryRunSlots::default()), 10).with_total(3);
+    let minute = Duration::from_secs(60);
+    let mut held = Vec::new();
+    for tenant in ["a", "b", "c"] {
+        held.push(slots.take(&Tenant::from(tenant), minute).await.unwrap());
+    }
+    for _ in 0..2 {
+        let refused = slots.take(&Tenant::from("d"), minute).await.err().unwrap();
+        assert_eq!(refused.status, 429, "{refused:?}");
+    }
+    held.pop().unwrap().release().await;
+    let _d = slots.take(&Tenant::from("d"), minute).await.unwrap();
+    assert!(
+        slots.take(&Tenant::from("e"), minute).await.is_err(),
+        "full again"
+    );
+    // The tenant's own cap still holds beside it.
+    let own = StreamSlots::new(Arc::new(crate::quota::MemoryRunSlots::default()), 1).with_total(3);
+    let _one = own.take(&Tenant::from("a"), minute).await.unwrap();
+    assert!(own.take(&Tenant::from("a"), minute).await.is_err());
+    assert!(own.take(&Tenant::from("b"), minute).await.is_ok());
+}
