@@ -96,6 +96,15 @@ SCENARIOS = [
     ("a wildcard Lambda target", {**JWT, "ToolTargetFunctions":
                                   "arn:aws:lambda:eu-west-1:123456789012:function:*"},
      "ToolTargetFunctions"),
+    ("declared tools' state machines by ARN",
+     {**JWT, "ToolStateMachines": "arn:aws:states:eu-west-1:123456789012:stateMachine:approve,"
+                                   "arn:aws:states:eu-west-1:123456789012:stateMachine:build"},
+     None),
+    ("a state machine by name (IAM needs an ARN)", {**JWT, "ToolStateMachines": "approve"},
+     "ToolStateMachines"),
+    ("a wildcard state machine", {**JWT, "ToolStateMachines":
+                                  "arn:aws:states:eu-west-1:123456789012:stateMachine:*"},
+     "ToolStateMachines"),
     ("declared tools' http secrets by ARN",
      {**JWT, "ToolSecretArns": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:deploy-key-AbCdEf,"
                                "arn:aws:secretsmanager:eu-west-1:123456789012:secret:team/report-key-a1B2c3"},

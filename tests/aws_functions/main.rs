@@ -38,6 +38,7 @@ mod hostile;
 mod http_secret;
 mod lifecycles;
 mod secrets;
+mod workflows;
 
 use std::time::Duration;
 
