@@ -185,10 +185,13 @@ pub fn is_state_machine_arn(arn: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
 }
 
+/// A waiting state's question: its task token and its input requests by key.
+type Question = (String, Map<String, Value>);
+
 /// What the recent history says: the state the execution is in, and a question waiting for an
 /// answer (its token and requests), if the newest task waiting for a token carries
 /// [`INPUT_MARKER`].
-fn read_history(history: &Value) -> (Option<String>, Option<(String, Map<String, Value>)>) {
+fn read_history(history: &Value) -> (Option<String>, Option<Question>) {
     let events = history["events"]
         .as_array()
         .map(Vec::as_slice)
