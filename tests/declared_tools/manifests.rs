@@ -203,3 +203,30 @@ fn serve_lists_the_declared_tools_it_loaded() {
         "{lines:?}"
     );
 }
+
+/// Every manifest under examples/ is one `mcp-tasks tools check` accepts.
+#[test]
+fn the_example_manifests_check() {
+    let examples = super::repo().join("examples");
+    let mut files = vec![
+        examples.join("tools.toml"),
+        examples.join("lambda-tools.toml"),
+    ];
+    for dir in ["plain", "step-functions"] {
+        files.push(examples.join(dir).join("tools.toml"));
+    }
+    for f in files {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tasks"))
+            .args(["tools", "check"])
+            .arg(&f)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {}",
+            f.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
