@@ -85,6 +85,16 @@ async fn answer(solo: &Solo, event: Vec<u8>) -> Value {
     serde_json::from_str(proxy["body"].as_str().expect("a text body")).expect("JSON")
 }
 
+/// What `solo` wrote once it has written `needle` (its output is read line by line, so it may
+/// lag behind its answer), or after 5 s.
+async fn logs_with(solo: &Solo, needle: &str) -> String {
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while !solo.logs().contains(needle) && std::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    solo.logs()
+}
+
 /// The template's configuration (the key's secret named, the bundled manifest): init makes no
 /// call, nor does a request that seals or opens no `requestState`. The first request that
 /// needs the key reads it; a read that fails answers that request with an internal error that
@@ -124,7 +134,7 @@ async fn the_mcp_function_reads_its_state_key_at_first_need_not_at_init() {
         "{out}"
     );
     assert_eq!(requests().len(), 1);
-    let logs = solo.logs();
+    let logs = logs_with(&solo, "AccessDeniedException").await;
     assert!(
         logs.contains("state_key_unavailable") && logs.contains(ARN),
         "{logs}"
@@ -173,7 +183,7 @@ async fn a_state_key_that_cannot_be_had_fails_its_request_or_the_cold_start_with
         .unwrap_or_else(|e| panic!("{e}"));
     let out = answer(&solo, call_with_state_event()).await;
     assert_eq!(out["error"]["code"], -32603, "{out}");
-    let logs = solo.logs();
+    let logs = logs_with(&solo, "at least 32 characters").await;
     for s in ["STATE_KEY_SECRET_ARN", "at least 32 characters"] {
         assert!(logs.contains(s), "{s:?} not in: {logs}");
     }

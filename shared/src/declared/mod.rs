@@ -26,7 +26,9 @@ pub mod target;
 pub mod tool;
 
 pub use manifest::{Manifest, ManifestError};
-pub use target::{CallLimits, LambdaInvoker, Target, TargetError, TargetHost};
+pub use target::{
+    CallLimits, LambdaInvoker, LazySecrets, SecretFetch, Target, TargetError, TargetHost,
+};
 pub use tool::DeclaredTool;
 
 /// The `lambda` target: a synchronous invocation of a function per step.
