@@ -36,11 +36,22 @@
 //! manifest of declared tools on Lambda targets), and `COLD_START_WORKER_BASELINE=/path/to/worker`
 //! another build of it.
 //!
-//! `COLD_START_SECRET=1` adds a row `mcp+secret`: the mcp function as the template deploys it,
-//! its `requestState` key fetched from Secrets Manager at init (`STATE_KEY_SECRET_ARN`), from a
-//! stand-in on loopback (tests/support_aws/secrets.rs) over plain HTTP: the init's own cost
-//! (the client built, the request signed, sent and read), not the TLS handshake and the
-//! network round trip a real fetch adds on Lambda.
+//! `COLD_START_SECRET=1` adds a row `mcp+secret`: the mcp function as the template deploys it
+//! (`STATE_KEY_SECRET_ARN` set, no key in the environment), with a stand-in Secrets Manager on
+//! loopback (tests/support_aws/secrets.rs) over plain HTTP that answers
+//! `COLD_START_SECRET_DELAY_MS` (0) after a request (25: an in-region round trip over a fresh
+//! connection). The key is read at the first request that seals or opens a `requestState`,
+//! never at init, so the stand-in must receive no request during the run (checked).
+//! `COLD_START_SECRET_MANIFEST=1` gives that row a manifest too (`TOOLS_MANIFEST`): an `http`
+//! target whose header comes from a `secret_arn` and a `lambda` target, both granted, whose
+//! secret is read at a step's first need, not at init. With `COLD_START_BASELINE`, the row
+//! `mcp-baseline+secret` runs the other build with the same environment:
+//!
+//! ```text
+//! COLD_START_SECRET=1 COLD_START_SECRET_DELAY_MS=25 COLD_STARTS=20 \
+//!   COLD_START_BASELINE=/path/to/old/mcp cargo test -p mcp-tasks --all-features \
+//!   --test cold_start -- --ignored --nocapture
+//! ```
 
 #[path = "../shared/tests/common/mod.rs"]
 mod common;
@@ -162,6 +173,33 @@ description = "Asks, then deploys."
 input_schema = { type = "object" }
 target = { lambda = "approve" }
 "#;
+
+/// The manifest of the `mcp+secret` row with `COLD_START_SECRET_MANIFEST=1`.
+const SECRET_TOOLS: &str = r#"
+[[tool]]
+name = "report_http"
+description = "Builds a report over HTTPS."
+input_schema = { type = "object" }
+target = { http = "https://report.example.com/step", secret_arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:report-key-AbCdEf" }
+
+[[tool]]
+name = "report"
+description = "Builds a report."
+input_schema = { type = "object" }
+target = { lambda = "report" }
+"#;
+
+/// What the `mcp+secret` row adds with [`SECRET_TOOLS`]: its grants.
+const SECRET_MANIFEST_ENV: &[(&str, &str)] = &[
+    (
+        "TOOL_SECRET_ARNS",
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:report-key-AbCdEf",
+    ),
+    (
+        "TOOL_TARGET_FUNCTIONS",
+        "arn:aws:lambda:us-east-1:123456789012:function:report",
+    ),
+];
 
 /// One binary under test.
 struct Target {
@@ -318,13 +356,22 @@ async fn cold_start_mcp_next_to_minimal() {
             });
         }
     }
-    let secrets = support_aws::SecretsStandIn::start(support_aws::SecretAnswer::Value(
-        "a-cold-start-bench-key-from-secrets-manager".into(),
-    ))
+    let delay = std::env::var("COLD_START_SECRET_DELAY_MS")
+        .ok()
+        .map(|v| {
+            v.parse()
+                .expect("COLD_START_SECRET_DELAY_MS: a whole number")
+        })
+        .unwrap_or(0);
+    let secrets = support_aws::SecretsStandIn::start_after(
+        support_aws::SecretAnswer::Value("a-cold-start-bench-key-from-secrets-manager".into()),
+        Duration::from_millis(delay),
+    )
     .await;
-    if std::env::var("COLD_START_SECRET").is_ok_and(|v| v == "1") {
+    let secret_rows = std::env::var("COLD_START_SECRET").is_ok_and(|v| v == "1");
+    if secret_rows {
         // The key's secret instead of the key (an empty STATE_KEY counts as unset).
-        let env: Vec<(&'static str, &'static str)> = vec![
+        let mut env: Vec<(&'static str, &'static str)> = vec![
             ("STATE_KEY", ""),
             (
                 "STATE_KEY_SECRET_ARN",
@@ -335,12 +382,27 @@ async fn cold_start_mcp_next_to_minimal() {
                 Box::leak(secrets.url.clone().into_boxed_str()),
             ),
         ];
+        if std::env::var("COLD_START_SECRET_MANIFEST").is_ok_and(|v| v == "1") {
+            let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cold-start-secret.toml");
+            std::fs::write(&path, SECRET_TOOLS).unwrap();
+            env.extend(SECRET_MANIFEST_ENV);
+            env.push(("TOOLS_MANIFEST", path.display().to_string().leak()));
+        }
+        let env: &'static [(&'static str, &'static str)] = Box::leak(env.into_boxed_slice());
         targets.push(Target {
             name: "mcp+secret",
             exe: exe("mcp"),
-            env: Box::leak(env.into_boxed_slice()),
+            env,
             status: Some(200),
         });
+        if let Some(exe) = std::env::var_os("COLD_START_BASELINE").map(PathBuf::from) {
+            targets.push(Target {
+                name: "mcp-baseline+secret",
+                exe,
+                env,
+                status: Some(200),
+            });
+        }
     }
     let mut samples: Vec<Samples> = targets.iter().map(|_| Samples::default()).collect();
     for _ in 0..n {
@@ -349,6 +411,11 @@ async fn cold_start_mcp_next_to_minimal() {
         }
     }
 
+    let fetched = secrets.requests.lock().unwrap().len();
+    println!(
+        "SECRETS MANAGER: {fetched} requests received during the run (stand-in answering after \
+         {delay} ms)"
+    );
     let minimal = &samples[0];
     for (target, s) in targets.iter().zip(&samples) {
         let vs = |of: fn(&Samples) -> &Vec<Duration>| match target.name {

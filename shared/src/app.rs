@@ -73,17 +73,17 @@ pub fn engine(ports: &Ports, tasks: &TaskSettings) -> Engine {
 }
 
 /// The MCP service: `config` as the host sets it, requests authenticated with `auth` when
-/// given, `requestState` sealed with `state_key`, and a tenant's open streams counted in
+/// given, `requestState` sealed by `sealer` (its key given, or fetched at first need), and a tenant's open streams counted in
 /// `ports.run_slots` when there is one (every instance must count alike).
 pub fn service(
     config: ServiceConfig,
     engine: Engine,
     tools: Arc<Registry>,
-    state_key: [u8; 32],
+    sealer: StateSealer,
     auth: Option<AuthSettings>,
     ports: &Ports,
 ) -> Arc<McpService> {
-    let mut service = McpService::new(config, engine, tools, StateSealer::new(state_key));
+    let mut service = McpService::new(config, engine, tools, sealer);
     if let Some(auth) = auth {
         service = service.with_auth(Authenticator::new(auth));
     }

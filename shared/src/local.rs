@@ -341,7 +341,7 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
         },
         engine,
         registry,
-        key,
+        crate::protocol::state::StateSealer::new(key),
         opts.auth.clone(),
         &ports,
     );

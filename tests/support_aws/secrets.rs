@@ -1,6 +1,8 @@
 //! [`SecretsStandIn`]: a stand-in Secrets Manager on loopback for the function binaries
 //! (`AWS_ENDPOINT_URL_SECRETS_MANAGER`): it answers `GetSecretValue` with one secret, or with
-//! one service error, and keeps every request it received.
+//! one service error (which a test may change between requests, [`SecretsStandIn::answer_with`]),
+//! after a delay when asked ([`SecretsStandIn::start_after`]: an in-region round trip), and
+//! keeps every request it received.
 
 use std::sync::{Arc, Mutex};
 
@@ -34,11 +36,13 @@ pub struct SecretsStandIn {
     pub url: String,
     /// What it received, in order.
     pub requests: Arc<Mutex<Vec<SecretRequest>>>,
+    shared: Arc<Shared>,
     server: tokio::task::JoinHandle<()>,
 }
 
 struct Shared {
-    answer: SecretAnswer,
+    answer: Mutex<SecretAnswer>,
+    delay: std::time::Duration,
     requests: Arc<Mutex<Vec<SecretRequest>>>,
 }
 
@@ -55,8 +59,10 @@ async fn answer(State(s): State<Arc<Shared>>, headers: HeaderMap, body: String) 
         signed: header("authorization").starts_with("AWS4-HMAC-SHA256 "),
         body: serde_json::from_str(&body).unwrap_or_default(),
     });
+    tokio::time::sleep(s.delay).await;
     let json = [("content-type", "application/x-amz-json-1.1")];
-    match &s.answer {
+    let answer = s.answer.lock().unwrap().clone();
+    match &answer {
         SecretAnswer::Value(v) => (
             StatusCode::OK,
             json,
@@ -80,26 +86,38 @@ async fn answer(State(s): State<Arc<Shared>>, headers: HeaderMap, body: String) 
 }
 
 impl SecretsStandIn {
-    /// Starts one answering every request with `answer`.
+    /// Starts one answering every request with `answer`, at once.
     pub async fn start(answer: SecretAnswer) -> SecretsStandIn {
+        Self::start_after(answer, std::time::Duration::ZERO).await
+    }
+
+    /// Starts one answering every request with `answer`, `delay` after it has read it.
+    pub async fn start_after(answer: SecretAnswer, delay: std::time::Duration) -> SecretsStandIn {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let shared = Arc::new(Shared {
-            answer,
+            answer: Mutex::new(answer),
+            delay,
             requests: requests.clone(),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let app = axum::Router::new()
             .fallback(axum::routing::post(self::answer))
-            .with_state(shared);
+            .with_state(shared.clone());
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
         SecretsStandIn {
             url,
             requests,
+            shared,
             server,
         }
+    }
+
+    /// Answers the requests from now on with `answer`.
+    pub fn answer_with(&self, answer: SecretAnswer) {
+        *self.shared.answer.lock().unwrap() = answer;
     }
 }
 

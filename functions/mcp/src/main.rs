@@ -20,9 +20,10 @@ fn main() -> Result<(), Error> {
 async fn serve() -> Result<(), Error> {
     init_logging();
     // The requestState key comes from Secrets Manager when the environment names its secret
-    // (STATE_KEY_SECRET_ARN, as deployed), with the SDK settings the ports then use.
+    // (STATE_KEY_SECRET_ARN, as deployed), read at the first request that needs it (never
+    // here: init makes no network call) with the SDK settings the ports use.
     let sdk = sdk_config().await;
-    let config = Config::from_env(Role::Mcp)?.fetch_secrets(&sdk).await?;
+    let config = Config::from_env(Role::Mcp)?.reading_secrets_with(&sdk);
     let tools = serving_tools(&config, ToolSet::tools_from_env()?, BUNDLED_MANIFEST).await?;
     let router = http_router(&config, &Ports::connect_with(&config, sdk), tools);
     // Behind a streaming integration (`RESPONSE_STREAMING=true`) every answer goes out as

@@ -58,7 +58,8 @@ pub enum TargetKind {
 }
 
 /// An `http` target's secret header: its name and where its value comes from. The value is
-/// read once, when the manifest's tools are built, never per step.
+/// read once, never per step: a `secret_env` when the manifest's tools are built, a
+/// `secret_arn` at the first step that needs it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HttpSecret {
     /// The header's name (`Authorization` unless the entry names another).
@@ -66,8 +67,8 @@ pub struct HttpSecret {
     /// The environment variable holding the value (`secret_env`): the local server's source,
     /// and the deployed functions' where no `arn` is given.
     pub env: Option<String>,
-    /// The Secrets Manager secret holding the value (`secret_arn`): fetched at cold start by
-    /// the deployed functions; the local server reads `env` instead.
+    /// The Secrets Manager secret holding the value (`secret_arn`): read by the deployed
+    /// functions at the first step that needs it; the local server reads `env` instead.
     pub arn: Option<String>,
 }
 

@@ -17,19 +17,27 @@ use async_trait::async_trait;
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 
 use super::entry::HttpSecret;
-use super::target::{CallLimits, RequestSigner, Target, TargetError, TargetHost};
+use super::target::{CallLimits, LazySecrets, RequestSigner, Target, TargetError, TargetHost};
 
 /// An HTTPS endpoint.
 pub struct HttpTarget {
     url: reqwest::Url,
-    secret: Option<(HeaderName, HeaderValue)>,
+    secret: Option<(HeaderName, HeaderSource)>,
     sigv4: Option<(String, Arc<dyn RequestSigner>)>,
     xray: Option<fn() -> Option<String>>,
     client: reqwest::Client,
 }
 
+/// Where the secret header's value comes from.
+enum HeaderSource {
+    /// Known when the target was built (`secret_env`).
+    Known(HeaderValue),
+    /// The secret `secret_arn` names, read at the first call that needs it.
+    Secret { arn: String, secrets: LazySecrets },
+}
+
 impl HttpTarget {
-    /// The target for `url`, sending `secret`'s header with its value (see [`secret_value`]),
+    /// The target for `url`, sending `secret`'s header with its value (see [`header_source`]),
     /// each request signed for the service `sigv4` names when given.
     pub fn new(
         url: &str,
@@ -59,11 +67,7 @@ impl HttpTarget {
             Some(secret) => {
                 let name = HeaderName::from_bytes(secret.header.as_bytes())
                     .map_err(|_| "header is not an HTTP header name".to_owned())?;
-                let (value, source) = secret_value(secret, host)?;
-                let mut value = HeaderValue::from_str(&value)
-                    .map_err(|_| format!("{source} is not a valid header value"))?;
-                value.set_sensitive(true);
-                Some((name, value))
+                Some((name, header_source(secret, host)?))
             }
         };
         let sigv4 = match (sigv4, &host.signer) {
@@ -112,16 +116,15 @@ fn proxy(host: &TargetHost) -> Result<Option<reqwest::Proxy>, String> {
     Ok(Some(proxy.no_proxy(except)))
 }
 
-/// The secret header's value and where it came from (for messages, never the value): the
-/// secret `secret_arn` names where the host fetched secrets (Lambda), else the variable
-/// `secret_env` names. An entry with only a `secret_arn` cannot be served locally.
-fn secret_value(secret: &HttpSecret, host: &TargetHost) -> Result<(String, String), String> {
-    if let (Some(arn), Some(fetched)) = (&secret.arn, &host.secrets) {
-        let value = fetched
-            .get(arn)
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| format!("secret_arn {arn} has no value"))?;
-        return Ok((value.clone(), format!("secret_arn {arn}")));
+/// Where the secret header's value comes from: the secret `secret_arn` names where the host
+/// reads secrets (Lambda: at the first call, [`LazySecrets`]), else the variable `secret_env`
+/// names, read now. An entry with only a `secret_arn` cannot be served locally.
+fn header_source(secret: &HttpSecret, host: &TargetHost) -> Result<HeaderSource, String> {
+    if let (Some(arn), Some(secrets)) = (&secret.arn, &host.secrets) {
+        return Ok(HeaderSource::Secret {
+            arn: arn.clone(),
+            secrets: secrets.clone(),
+        });
     }
     let Some(var) = &secret.env else {
         return Err(
@@ -132,7 +135,35 @@ fn secret_value(secret: &HttpSecret, host: &TargetHost) -> Result<(String, Strin
         .var(var)
         .filter(|v| !v.is_empty())
         .ok_or_else(|| format!("secret_env {var} is not set"))?;
-    Ok((value, format!("secret_env {var}")))
+    Ok(HeaderSource::Known(sensitive(&value).ok_or_else(|| {
+        format!("secret_env {var} is not a valid header value")
+    })?))
+}
+
+/// `value` as a header value never logged.
+fn sensitive(value: &str) -> Option<HeaderValue> {
+    let mut value = HeaderValue::from_str(value).ok()?;
+    value.set_sensitive(true);
+    Some(value)
+}
+
+impl HeaderSource {
+    /// The value to send: a secret is read now if it was not yet; one that cannot be read (or
+    /// is no header value) fails this call, logged with its ARN and the reason, never a value.
+    async fn value(&self) -> Result<HeaderValue, TargetError> {
+        match self {
+            HeaderSource::Known(value) => Ok(value.clone()),
+            HeaderSource::Secret { arn, secrets } => {
+                let read = secrets.value(arn).await.and_then(|v| {
+                    sensitive(&v).ok_or_else(|| format!("secret {arn} is not a valid header value"))
+                });
+                read.map_err(|reason| {
+                    tracing::error!(%reason, "target_secret_unavailable: an http target's secret_arn could not be read; the step is retried");
+                    TargetError::SecretUnavailable
+                })
+            }
+        }
+    }
 }
 
 /// The trace headers of one step: a W3C `traceparent` and, when the host has an X-Ray trace,
@@ -189,8 +220,8 @@ impl Target for HttpTarget {
             .timeout(limits.timeout)
             .header(CONTENT_TYPE, "application/json")
             .body(request);
-        if let Some((name, value)) = &self.secret {
-            post = post.header(name, value);
+        if let Some((name, source)) = &self.secret {
+            post = post.header(name, source.value().await?);
         }
         let mut post = post.build().map_err(|_| TargetError::Unreachable)?;
         if let Some((service, signer)) = &self.sigv4 {

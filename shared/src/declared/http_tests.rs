@@ -230,3 +230,110 @@ async fn a_request_that_cannot_be_signed_is_not_sent() {
     );
     assert!(seen.lock().unwrap().is_empty());
 }
+
+/// `secret_arn` read at first need (the cold start reads nothing).
+mod lazy_secret {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::*;
+
+    const ARN: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:target-key-AbCdEf";
+
+    /// A target on loopback answering `{}` to every step; returns its URL and the secret
+    /// header of each request it received.
+    async fn target() -> (String, Arc<Mutex<Vec<Option<String>>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let app = axum::Router::new().fallback(move |h: http::HeaderMap| {
+            let log = log.clone();
+            async move {
+                let key = h
+                    .get("x-key")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                log.lock().unwrap().push(key);
+                "{}"
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/step", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, seen)
+    }
+
+    /// A `secret_arn` is read at the first call, not when the target is built, then kept; a
+    /// read that fails fails that call (retried as a step is) without reaching the target,
+    /// and the next call reads again.
+    #[tokio::test]
+    async fn a_secret_arn_is_read_at_the_first_call_kept_and_read_again_after_a_failure() {
+        let reads = Arc::new(AtomicUsize::new(0));
+        let fetch: crate::declared::SecretFetch = {
+            let reads = reads.clone();
+            Arc::new(move |arn: String| {
+                let n = reads.fetch_add(1, Ordering::SeqCst);
+                Box::pin(async move {
+                    assert_eq!(arn, ARN);
+                    match n {
+                        0 => Err(format!("secret {arn} could not be read: timeout")),
+                        _ => Ok("key-from-secrets".to_owned()),
+                    }
+                })
+            })
+        };
+        let host = TargetHost {
+            secrets: Some(LazySecrets::new(fetch)),
+            ..TargetHost::default()
+        };
+        let (url, seen) = target().await;
+        let secret = HttpSecret {
+            header: "x-key".into(),
+            env: None,
+            arn: Some(ARN.into()),
+        };
+        let t = HttpTarget::new(&url, Some(&secret), None, &host).unwrap();
+        assert_eq!(reads.load(Ordering::SeqCst), 0, "nothing read when built");
+        let limits = CallLimits {
+            timeout: Duration::from_secs(5),
+            max_answer_bytes: 1024,
+            trace: None,
+        };
+        let err = t.call(b"{}".to_vec(), limits).await.unwrap_err();
+        assert_eq!(err, TargetError::SecretUnavailable);
+        assert!(err.retried());
+        assert!(
+            seen.lock().unwrap().is_empty(),
+            "no step sent without its secret"
+        );
+        for _ in 0..2 {
+            assert_eq!(t.call(b"{}".to_vec(), limits).await.unwrap(), b"{}");
+        }
+        assert_eq!(
+            reads.load(Ordering::SeqCst),
+            2,
+            "read again once, then kept"
+        );
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                Some("key-from-secrets".to_owned()),
+                Some("key-from-secrets".to_owned())
+            ]
+        );
+        // An empty value is no value.
+        let empty = TargetHost {
+            secrets: Some(LazySecrets::fixed(HashMap::from([(
+                ARN.into(),
+                String::new(),
+            )]))),
+            ..TargetHost::default()
+        };
+        let t = HttpTarget::new(&url, Some(&secret), None, &empty).unwrap();
+        assert_eq!(
+            t.call(b"{}".to_vec(), limits).await.unwrap_err(),
+            TargetError::SecretUnavailable
+        );
+    }
+}

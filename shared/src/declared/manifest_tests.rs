@@ -334,10 +334,6 @@ fn targets_a_host_cannot_run_are_refused() {
         })),
         ..TargetHost::default()
     };
-    let aws_without_value = TargetHost {
-        secrets: Some(HashMap::new()),
-        ..lambda_host.clone()
-    };
     let refused = [
         (
             entry("{ command = [\"true\"] }"),
@@ -360,13 +356,6 @@ fn targets_a_host_cannot_run_are_refused() {
             )),
             &local,
             "secret_arn is read on AWS only: give secret_env too",
-        ),
-        (
-            entry(&format!(
-                "{{ http = \"https://x.example\", secret_arn = \"{ARN}\" }}"
-            )),
-            &aws_without_value,
-            "has no value",
         ),
         (
             entry("{ http = \"http://x.example/step\" }"),
@@ -405,7 +394,10 @@ fn targets_a_host_cannot_run_are_refused() {
     let both =
         format!("{{ http = \"https://x.example\", secret_env = \"KEY\", secret_arn = \"{ARN}\" }}");
     let aws = TargetHost {
-        secrets: Some(HashMap::from([(ARN.to_owned(), "from-secrets".to_owned())])),
+        secrets: Some(crate::declared::LazySecrets::fixed(HashMap::from([(
+            ARN.to_owned(),
+            "from-secrets".to_owned(),
+        )]))),
         ..lambda_host.clone()
     };
     assert_eq!(entry(&both).tools(&aws).unwrap().len(), 1);

@@ -28,7 +28,8 @@ pub mod workflow;
 
 pub use manifest::{Manifest, ManifestError};
 pub use target::{
-    CallLimits, LambdaInvoker, RequestSigner, Target, TargetError, TargetHost, TraceId,
+    CallLimits, LambdaInvoker, LazySecrets, RequestSigner, SecretFetch, Target, TargetError,
+    TargetHost, TraceId,
 };
 pub use tool::DeclaredTool;
 pub use workflow::{StatesApi, StatesError, WorkflowTool};

@@ -80,6 +80,10 @@ pub enum TargetError {
     /// HTTP with `sigv4`: the request could not be signed (no credentials, no region).
     #[error("its request could not be signed ({0})")]
     Unsigned(&'static str),
+    /// The secret the request carries (`secret_arn`) could not be read (the log says which
+    /// and why); read again at the next try.
+    #[error("its target's secret could not be read")]
+    SecretUnavailable,
 }
 
 impl TargetError {
@@ -90,7 +94,8 @@ impl TargetError {
             | Self::Throttled
             | Self::Unreachable
             | Self::FunctionError
-            | Self::Exited(_) => true,
+            | Self::Exited(_)
+            | Self::SecretUnavailable => true,
             Self::Status(s) => *s >= 500,
             Self::InvokeRefused(_) | Self::NotStarted | Self::TooLarge(_) | Self::Unsigned(_) => {
                 false
@@ -149,11 +154,11 @@ pub struct TargetHost {
     /// Reads a secret named by the manifest (`secret_env`): the process environment by
     /// default; tests pass their own.
     pub env: Option<VarLookup>,
-    /// The values of the Secrets Manager secrets the manifest names (`secret_arn`), by ARN,
-    /// fetched once before the targets are built: `Some` on Lambda (where an entry's
+    /// Where the Secrets Manager secrets the manifest names (`secret_arn`) are read, each at
+    /// the first call that needs it ([`LazySecrets`]): `Some` on Lambda (where an entry's
     /// `secret_arn` wins over its `secret_env`), `None` on the local server (which reads
-    /// `secret_env` only). `Debug` shows no value.
-    pub secrets: Option<std::collections::HashMap<String, String>>,
+    /// `secret_env` only).
+    pub secrets: Option<LazySecrets>,
     /// Signs the requests of `http` targets with `sigv4` (`None`: such a manifest refuses to
     /// load).
     pub signer: Option<Arc<dyn RequestSigner>>,
@@ -167,6 +172,70 @@ pub struct TargetHost {
     pub step_scope: Option<String>,
 }
 
+/// Reads one secret's string value by ARN (on Lambda, a Secrets Manager `GetSecretValue`);
+/// `Err` says why (the ARN and the service's code, never a value), for the log.
+pub type SecretFetch = Arc<
+    dyn Fn(String) -> futures_util::future::BoxFuture<'static, Result<String, String>>
+        + Send
+        + Sync,
+>;
+
+/// The `secret_arn` values of a host, read through a [`SecretFetch`] at the first call that
+/// needs each (never when the targets are built, so a cold start makes no call for them),
+/// kept once read; a read that fails fails that call ([`TargetError::SecretUnavailable`],
+/// retried as a step is) and is tried again at the next. `Debug` shows no value.
+#[derive(Clone)]
+pub struct LazySecrets {
+    fetch: SecretFetch,
+    read: Arc<
+        std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::OnceCell<String>>>>,
+    >,
+}
+
+impl std::fmt::Debug for LazySecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let read = self.read.lock().map(|m| m.len()).unwrap_or(0);
+        write!(f, "LazySecrets({read} read)")
+    }
+}
+
+impl LazySecrets {
+    /// Secrets read through `fetch`.
+    pub fn new(fetch: SecretFetch) -> Self {
+        Self {
+            fetch,
+            read: Arc::default(),
+        }
+    }
+
+    /// Secrets whose values are known (tests): an ARN not among them cannot be read.
+    pub fn fixed(values: std::collections::HashMap<String, String>) -> Self {
+        let values = Arc::new(values);
+        Self::new(Arc::new(move |arn: String| {
+            let value = values.get(&arn).cloned();
+            Box::pin(async move { value.ok_or_else(|| format!("secret {arn} has no value")) })
+        }))
+    }
+
+    /// The value of the secret `arn`: read now if it was not yet (concurrent callers wait for
+    /// the same read), or kept from an earlier read. An empty value counts as unreadable.
+    pub async fn value(&self, arn: &str) -> Result<String, String> {
+        let cell = {
+            let mut read = self.read.lock().unwrap_or_else(|p| p.into_inner());
+            read.entry(arn.to_owned()).or_default().clone()
+        };
+        cell.get_or_try_init(|| async {
+            let value = (self.fetch)(arn.to_owned()).await?;
+            match value.is_empty() {
+                true => Err(format!("secret {arn} has an empty value")),
+                false => Ok(value),
+            }
+        })
+        .await
+        .cloned()
+    }
+}
+
 impl std::fmt::Debug for TargetHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TargetHost")
@@ -175,10 +244,7 @@ impl std::fmt::Debug for TargetHost {
             .field("signer", &self.signer.is_some())
             .field("states", &self.states.is_some())
             .field("base_dir", &self.base_dir)
-            .field(
-                "secrets",
-                &self.secrets.as_ref().map(|m| m.keys().collect::<Vec<_>>()),
-            )
+            .field("secrets", &self.secrets)
             .finish_non_exhaustive()
     }
 }

@@ -58,7 +58,7 @@ impl McpService {
         let responses = p.input_responses?;
         let state = match p.request_state? {
             None => None,
-            Some(s) => Some(self.open_state(&s, tenant, name, &arguments)?),
+            Some(s) => Some(self.open_state(&s, tenant, name, &arguments).await?),
         };
         // Answers: those carried in the state, plus new ones for keys that are outstanding.
         // Without a state, every answer is offered to the job, which reads only the keys it
@@ -119,6 +119,7 @@ impl McpService {
                 }
                 Ok(Preflight::NeedInput(reqs)) => {
                     self.input_required(tenant, name, &arguments, &ctx, reqs.into_iter().collect())
+                        .await
                 }
                 Err(e) => self.job_error(e),
             };
@@ -332,14 +333,21 @@ impl McpService {
         }
     }
 
-    pub(super) fn open_state(
+    /// The state a client sent back, opened and checked against this call; a key that cannot
+    /// be had yet is an internal error the client may retry ([`state_key_unavailable`]).
+    pub(super) async fn open_state(
         &self,
         sealed: &str,
         tenant: &Tenant,
         tool: &str,
         arguments: &Value,
     ) -> Result<RoundState, McpError> {
-        match self.sealer.open(sealed) {
+        match self
+            .sealer
+            .open(sealed)
+            .await
+            .map_err(state_key_unavailable)?
+        {
             Some(s)
                 if s.tenant == tenant.as_str()
                     && s.tool == tool
@@ -354,8 +362,9 @@ impl McpService {
         }
     }
 
-    /// An `InputRequiredResult`, with everything the next round needs sealed in `requestState`.
-    pub(super) fn input_required(
+    /// An `InputRequiredResult`, with everything the next round needs sealed in `requestState`
+    /// (or, when the key cannot be had yet, [`state_key_unavailable`]).
+    pub(super) async fn input_required(
         &self,
         tenant: &Tenant,
         tool: &str,
@@ -375,7 +384,11 @@ impl McpService {
         let mut m = Map::new();
         m.insert("resultType".into(), json!("input_required"));
         m.insert("inputRequests".into(), Value::Object(requests));
-        m.insert("requestState".into(), json!(self.sealer.seal(&state)));
+        let sealed = match self.sealer.seal(&state).await {
+            Ok(sealed) => sealed,
+            Err(e) => return CallOutcome::Error(state_key_unavailable(e)),
+        };
+        m.insert("requestState".into(), json!(sealed));
         CallOutcome::Result(finish(m, "input_required", &self.meta))
     }
 
@@ -393,6 +406,13 @@ impl McpService {
             JobError::Protocol(err) => CallOutcome::Error(McpError::from_object(err)),
         }
     }
+}
+
+/// The answer to a request that needed the `requestState` key when it could not be had (its
+/// source said why in the log): an internal error with a fixed message, naming no secret, that
+/// the client may retry.
+fn state_key_unavailable(e: KeyUnavailable) -> McpError {
+    McpError::internal_with(&e.to_string())
 }
 
 /// Why an inline run stopped before its job ended.

@@ -31,7 +31,7 @@ use crate::protocol::headers::{
     MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, check_params, expect_header,
 };
 use crate::protocol::request::{Field, McpRequest, Params, is_legacy};
-use crate::protocol::state::{RoundState, StateSealer, args_digest};
+use crate::protocol::state::{KeyUnavailable, RoundState, StateSealer, args_digest};
 use crate::protocol::{
     McpError, RequestMeta, SUPPORTED_VERSIONS, TASKS_EXTENSION, failure, result_meta, success,
 };

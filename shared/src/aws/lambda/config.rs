@@ -1,6 +1,7 @@
 //! Configuration from the environment: what each function needs, checked at cold start.
 
 use super::*;
+use crate::protocol::state::{KeyFetch, KeyUnavailable, StateSealer};
 
 /// Bounds of `STREAM_SECONDS` (default [`crate::handler::DEFAULT_STREAM_BUDGET`]): at least
 /// the buffered budget's order, at most 10 s under Lambda's 900-second limit.
@@ -36,7 +37,7 @@ pub enum ConfigError {
     Secret(#[from] crate::aws::secrets::SecretError),
 }
 
-/// A Secrets Manager secret to fetch at cold start ([`Config::fetch_secrets`]).
+/// A Secrets Manager secret to fetch at its first need ([`Config::state_sealer`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretRef {
     /// The secret's ARN.
@@ -52,7 +53,7 @@ pub struct SecretRef {
 /// | `TABLE_NAME`          | all (required)       | the DynamoDB task table                        |
 /// | `QUEUE_URL`           | all (required)       | the SQS work queue                             |
 /// | `STATE_KEY`           | mcp (this or the next) | ≥ 32 characters; seals `requestState` (local runs, tests) |
-/// | `STATE_KEY_SECRET_ARN` | mcp (this or the previous) | a Secrets Manager secret holding it, fetched at cold start ([`Config::fetch_secrets`]; the template's) |
+/// | `STATE_KEY_SECRET_ARN` | mcp (this or the previous) | a Secrets Manager secret holding it, fetched at the first request that seals or opens a `requestState` ([`Config::state_sealer`]; the template's) |
 /// | `STATE_KEY_SECRET_VERSION` | mcp with `STATE_KEY_SECRET_ARN` | the secret's `VersionId` to read (default: the current value) |
 /// | `MAX_RECEIVES`        | worker (required)    | the queue's `maxReceiveCount` (DLQ redrive)    |
 /// | `ALLOWED_HOSTS`       | mcp, tasks           | comma list for `Host`/`Origin`; empty: any     |
@@ -88,12 +89,14 @@ pub struct Config {
     pub table_name: String,
     /// SQS queue URL.
     pub queue_url: String,
-    /// The `requestState` key (SHA-256 of `STATE_KEY`, or of the secret's value once
-    /// [`Config::fetch_secrets`] has read it), when set.
+    /// The `requestState` key (SHA-256 of `STATE_KEY`), when set.
     pub state_key: Option<[u8; 32]>,
-    /// The secret holding the `requestState` key (`STATE_KEY_SECRET_ARN`), until
-    /// [`Config::fetch_secrets`] reads it into [`Config::state_key`].
+    /// The secret holding the `requestState` key (`STATE_KEY_SECRET_ARN`): read at the first
+    /// request that needs the key ([`Config::state_sealer`]), never at cold start.
     pub state_key_secret: Option<SecretRef>,
+    /// The SDK settings the secrets are read with ([`Config::reading_secrets_with`]: the
+    /// ones the ports use); `None`: loaded at the first read.
+    pub secrets_sdk: Option<aws_config::SdkConfig>,
     /// Accepted `Host`/`Origin` names; empty accepts any (the gateway only routes its own).
     pub allowed_hosts: Vec<String>,
     /// A manifest file to serve instead of the bundled one (`TOOLS_MANIFEST`).
@@ -369,6 +372,7 @@ impl Config {
             queue_url,
             state_key,
             state_key_secret,
+            secrets_sdk: None,
             allowed_hosts,
             tools_manifest,
             tool_target_functions,
@@ -385,21 +389,65 @@ impl Config {
 }
 
 impl Config {
-    /// Reads the secrets the configuration names ([`Config::state_key_secret`]) from Secrets
-    /// Manager with `sdk`'s settings, once, at cold start: the function's `main` calls it
-    /// after [`Config::from_env`]. Does nothing (no client built, no call) when none is named.
-    /// A secret that cannot be read, or whose value is too short, fails the cold start with
-    /// its ARN and the reason, never its value.
-    pub async fn fetch_secrets(mut self, sdk: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
-        if let Some(secret) = self.state_key_secret.take() {
-            let client = crate::aws::secrets::secretsmanager_client(sdk);
-            let value =
-                crate::aws::secrets::secret_string(&client, &secret.arn, secret.version.as_deref())
-                    .await?;
-            self.state_key = Some(state_key(value.expose().trim(), "STATE_KEY_SECRET_ARN")?);
+    /// Reads the secrets the configuration names with `sdk`'s settings (those the ports use,
+    /// so a cold start loads them once), when first needed: nothing is read here.
+    pub fn reading_secrets_with(self, sdk: &aws_config::SdkConfig) -> Self {
+        Self {
+            secrets_sdk: Some(sdk.clone()),
+            ..self
         }
-        Ok(self)
     }
+
+    /// What seals and opens `requestState`: the key `STATE_KEY` gives; or the one its secret
+    /// holds (`STATE_KEY_SECRET_ARN`), read from Secrets Manager at the first request that
+    /// seals or opens a state, so that a cold start makes no call for it and most invocations
+    /// (which never use it) never wait on it. A read that fails, or a value shorter than 32
+    /// characters, is logged (`state_key_unavailable`, with the secret's ARN and the reason,
+    /// never a value) and fails that one request with an internal error the client may
+    /// retry; the next request reads again; a key read is kept for the process's life.
+    /// Neither (the tasks function, which never seals): a throw-away key.
+    pub fn state_sealer(&self) -> StateSealer {
+        match (self.state_key, &self.state_key_secret) {
+            (Some(key), _) => StateSealer::new(key),
+            (None, Some(secret)) => {
+                StateSealer::lazy(state_key_fetch(secret.clone(), self.secrets_sdk.clone()))
+            }
+            (None, None) => StateSealer::random(),
+        }
+    }
+}
+
+/// Reads the state key from `secret`, each time it is called: what [`StateSealer::lazy`]
+/// calls until a read succeeds.
+fn state_key_fetch(secret: SecretRef, sdk: Option<aws_config::SdkConfig>) -> KeyFetch {
+    std::sync::Arc::new(move || {
+        let (secret, sdk) = (secret.clone(), sdk.clone());
+        Box::pin(async move {
+            let sdk = match sdk {
+                Some(sdk) => sdk,
+                None => crate::aws::sdk_config().await,
+            };
+            read_state_key(&sdk, &secret).await.map_err(|e| {
+                tracing::error!(
+                    error = %e,
+                    "state_key_unavailable: the requestState key could not be read; the request \
+                     that needed it failed, the next one reads again"
+                );
+                KeyUnavailable
+            })
+        })
+    })
+}
+
+/// The state key `secret` holds, read once from Secrets Manager.
+async fn read_state_key(
+    sdk: &aws_config::SdkConfig,
+    secret: &SecretRef,
+) -> Result<[u8; 32], ConfigError> {
+    let client = crate::aws::secrets::secretsmanager_client(sdk);
+    let value =
+        crate::aws::secrets::secret_string(&client, &secret.arn, secret.version.as_deref()).await?;
+    state_key(value.expose().trim(), "STATE_KEY_SECRET_ARN")
 }
 
 /// The `requestState` key from its text: SHA-256 of it, which must be at least 32 characters

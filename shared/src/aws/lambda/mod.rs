@@ -130,8 +130,8 @@ impl Ports {
     }
 
     /// [`Ports::connect`] with an SDK configuration already loaded ([`super::sdk_config`]):
-    /// what a `main` that read a secret first ([`Config::fetch_secrets`]) passes on, so that
-    /// a cold start loads it once.
+    /// what a `main` also hands its configuration to read secrets with
+    /// ([`Config::reading_secrets_with`]), so that a cold start loads it once.
     pub fn connect_with(config: &Config, sdk: aws_config::SdkConfig) -> Self {
         crate::metrics::global().name_tenants(config.metrics_tenants);
         let sqs = super::FirstUse::new({
@@ -174,18 +174,11 @@ pub fn service(config: &Config, ports: &Ports, tools: Arc<Registry>) -> Arc<McpS
         max_streams: config.max_streams,
         ..ServiceConfig::default()
     };
-    // Only the mcp function seals and opens `requestState`; the tasks function never does,
-    // so a throw-away key serves it.
-    let key = config.state_key.unwrap_or_else(|| {
-        let mut k = [0u8; 32];
-        crate::clock::random_bytes(&mut k);
-        k
-    });
     crate::app::service(
         service,
         crate::app::engine(ports, &config.tasks),
         tools,
-        key,
+        config.state_sealer(),
         config.auth.clone(),
         ports,
     )

@@ -3,8 +3,8 @@
 //! `TOOLS_MANIFEST` names — over `lambda` and `http` targets. A manifest that cannot be served
 //! here fails the cold start, naming the entry: a `command` target (never on Lambda), a Lambda
 //! function the role may not invoke (not in `TOOL_TARGET_FUNCTIONS`), a secret it may not read
-//! (not in `TOOL_SECRET_ARNS`) or cannot fetch, a bad entry. The `http` targets' secrets are
-//! fetched here, once per cold start.
+//! (not in `TOOL_SECRET_ARNS`), a bad entry. The `http` targets' secrets are read at the first
+//! step that needs each, never here: a cold start makes no network call for them.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::Config;
 use crate::app::DuplicateTool;
 use crate::declared::manifest::{HttpSecret, TargetKind};
-use crate::declared::{Manifest, ManifestError, TargetHost};
+use crate::declared::{LazySecrets, Manifest, ManifestError, SecretFetch, TargetHost};
 use crate::tools::{Registry, Tool};
 
 /// Why a function's tools cannot be served (shown as its sentence: a main returns it and the
@@ -65,14 +65,6 @@ pub enum ToolsError {
         entry: String,
         /// The secret.
         arn: String,
-    },
-    /// A granted secret could not be fetched (its ARN and the service's code, never a value).
-    #[error("{origin}: {source}")]
-    Secret {
-        /// The manifest.
-        origin: String,
-        /// What failed.
-        source: crate::aws::secrets::SecretError,
     },
 }
 
@@ -158,9 +150,10 @@ fn manifest(config: &Config, bundled: &str) -> Result<Manifest, ToolsError> {
 }
 
 /// What a Lambda function may do here: invoke functions (when the manifest names any), read
-/// the secrets its `http` targets name (fetched now, all at once), sign the requests of its
-/// `sigv4` targets, carry the X-Ray trace into HTTP steps, never start a program. Builds no
-/// client the manifest does not need.
+/// the secrets its `http` targets name (each at the first step that needs it,
+/// [`crate::declared::LazySecrets`]), sign the requests of its `sigv4` targets, call Step
+/// Functions for its `step_functions` targets, carry the X-Ray trace into HTTP steps, never
+/// start a program. Builds no client the manifest does not need, and calls nothing.
 async fn host(manifest: &Manifest) -> Result<TargetHost, ToolsError> {
     let (functions, arns) = (manifest.lambda_functions(), manifest.secret_arns());
     let signs = manifest
@@ -177,22 +170,10 @@ async fn host(manifest: &Manifest) -> Result<TargetHost, ToolsError> {
             as Arc<dyn crate::declared::LambdaInvoker>),
         _ => None,
     };
-    let mut secrets = HashMap::new();
-    if let (false, Some(sdk)) = (arns.is_empty(), &sdk) {
-        let client = crate::aws::secrets::secretsmanager_client(sdk);
-        let values = futures_util::future::join_all(
-            arns.iter()
-                .map(|arn| crate::aws::secrets::secret_string(&client, arn, None)),
-        )
-        .await;
-        for (arn, value) in arns.iter().zip(values) {
-            let value = value.map_err(|source| ToolsError::Secret {
-                origin: manifest.origin.clone(),
-                source,
-            })?;
-            secrets.insert((*arn).to_owned(), value.expose().to_owned());
-        }
-    }
+    let secrets = match (arns.is_empty(), &sdk) {
+        (false, Some(sdk)) => LazySecrets::new(secret_fetch(sdk.clone())),
+        _ => LazySecrets::fixed(HashMap::new()),
+    };
     let signer = match (signs, &sdk) {
         (true, Some(sdk)) => Some(Arc::new(crate::aws::signed::Signer::new(sdk))
             as Arc<dyn crate::declared::RequestSigner>),
@@ -211,6 +192,21 @@ async fn host(manifest: &Manifest) -> Result<TargetHost, ToolsError> {
         signer,
         xray: Some(crate::aws::trace_header),
         ..TargetHost::default()
+    })
+}
+
+/// Reads a secret's string value from Secrets Manager with `sdk`'s settings: what
+/// [`LazySecrets`] calls at a secret's first need, and again after a failure.
+fn secret_fetch(sdk: aws_config::SdkConfig) -> SecretFetch {
+    Arc::new(move |arn: String| {
+        let sdk = sdk.clone();
+        Box::pin(async move {
+            let client = crate::aws::secrets::secretsmanager_client(&sdk);
+            crate::aws::secrets::secret_string(&client, &arn, None)
+                .await
+                .map(|v| v.expose().to_owned())
+                .map_err(|e| e.to_string())
+        })
     })
 }
 

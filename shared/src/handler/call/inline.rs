@@ -86,6 +86,7 @@ impl McpService {
             }
             Ok(Ok(Step::NeedInput(reqs))) => {
                 self.input_required(tenant, name, arguments, &ctx, reqs.into_iter().collect())
+                    .await
             }
             Ok(Ok(Step::Continue(_) | Step::Sleep(..) | Step::NeedInputAt(..))) => {
                 unreachable!("the loop only returns final steps")

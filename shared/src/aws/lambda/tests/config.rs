@@ -66,7 +66,7 @@ fn optional_variables_have_gateway_friendly_defaults() {
 }
 
 /// The deployed mcp function names its key's secret, not the key: nothing is read until
-/// `fetch_secrets`, and the key and the secret together are refused (which one counts would
+/// a request needs it (`Config::state_sealer`), and the key and the secret together are refused (which one counts would
 /// be a guess).
 #[test]
 fn the_state_key_comes_from_the_environment_or_a_secret_never_both() {
