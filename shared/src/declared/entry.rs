@@ -26,6 +26,21 @@ pub struct DeclaredEntry {
     pub limits: Limits,
 }
 
+impl DeclaredEntry {
+    /// The tool's definition. A manifest is read once per process (at start), so its strings
+    /// live as long as the process: leaking them keeps `ToolDef`'s `&'static str`s for every
+    /// tool alike.
+    pub fn tool_def(&self) -> crate::tools::ToolDef {
+        let leak = |s: &str| -> &'static str { Box::leak(s.to_owned().into_boxed_str()) };
+        crate::tools::ToolDef {
+            name: leak(&self.name),
+            description: leak(&self.description),
+            input_schema: self.input_schema.clone(),
+            policy: self.policy,
+        }
+    }
+}
+
 /// Where an entry's steps run.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TargetKind {

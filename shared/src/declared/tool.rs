@@ -36,16 +36,8 @@ pub struct DeclaredTool {
 impl DeclaredTool {
     /// The tool of a checked entry over its target.
     pub fn new(entry: &DeclaredEntry, target: Arc<dyn Target>) -> Self {
-        // A manifest is read once per process (at start), so its strings live as long as the
-        // process: leaking them keeps `ToolDef`'s `&'static str`s for every tool alike.
-        let leak = |s: &str| -> &'static str { Box::leak(s.to_owned().into_boxed_str()) };
         Self {
-            def: ToolDef {
-                name: leak(&entry.name),
-                description: leak(&entry.description),
-                input_schema: entry.input_schema.clone(),
-                policy: entry.policy,
-            },
+            def: entry.tool_def(),
             title: entry.title.clone(),
             target,
             limits: entry.limits.clone(),
@@ -53,10 +45,7 @@ impl DeclaredTool {
     }
 
     fn failed(&self, why: impl std::fmt::Display) -> JobError {
-        JobError::Protocol(ErrorObject::internal(&format!(
-            "Tool {} failed: {why}",
-            self.def.name
-        )))
+        tool_failed(self.def.name, why)
     }
 }
 
@@ -296,14 +285,18 @@ impl DeclaredTool {
     }
 }
 
+/// A declared tool's failure as the task shows it: `Tool NAME failed: WHY` (`-32603`), `why`
+/// never holding what the target sent.
+pub(super) fn tool_failed(tool: &str, why: impl std::fmt::Display) -> JobError {
+    JobError::Protocol(ErrorObject::internal(&format!("Tool {tool} failed: {why}")))
+}
+
 /// A plain answer as the tool's result (docs/tool-manifest.md, "Plain targets"), for `plain`
 /// targets and a workflow's output alike: an object is `structuredContent` and its JSON as the
 /// text; a string is the text; any other JSON value is its JSON as the text. Not JSON, or a
 /// result over [`MAX_ANSWER_BYTES`], fails the task without quoting the answer.
 pub(super) fn plain_result(tool: &str, bytes: &[u8]) -> Result<Value, JobError> {
-    let failed = |why: String| {
-        JobError::Protocol(ErrorObject::internal(&format!("Tool {tool} failed: {why}")))
-    };
+    let failed = |why: String| tool_failed(tool, why);
     let value: Value = serde_json::from_slice(bytes).map_err(|_| {
         tracing::warn!(tool, "declared tool: a plain answer that is not JSON");
         failed("its target answered with something that is not JSON".into())

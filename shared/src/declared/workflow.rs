@@ -21,7 +21,6 @@ use serde_json::{Map, Value, json};
 use super::entry::DeclaredEntry;
 use super::tool::plain_result;
 use crate::jobs::{JobContext, JobError, Step};
-use crate::protocol::ErrorObject;
 use crate::protocol::method::InputMethod;
 use crate::tools::{RunPolicy, Tool, ToolDef};
 
@@ -276,14 +275,8 @@ impl WorkflowTool {
         poll: Duration,
         api: Arc<dyn StatesApi>,
     ) -> Self {
-        let leak = |s: &str| -> &'static str { Box::leak(s.to_owned().into_boxed_str()) };
         Self {
-            def: ToolDef {
-                name: leak(&entry.name),
-                description: leak(&entry.description),
-                input_schema: entry.input_schema.clone(),
-                policy: entry.policy,
-            },
+            def: entry.tool_def(),
             title: entry.title.clone(),
             machine: machine.to_owned(),
             poll,
@@ -295,10 +288,7 @@ impl WorkflowTool {
     }
 
     fn failed(&self, why: impl std::fmt::Display) -> JobError {
-        JobError::Protocol(ErrorObject::internal(&format!(
-            "Tool {} failed: {why}",
-            self.def.name
-        )))
+        super::tool::tool_failed(self.def.name, why)
     }
 
     async fn call(&self, action: &'static str, body: Value) -> Result<Value, StatesError> {
