@@ -199,10 +199,12 @@ async fn input_required_questions_are_answered_from_stdin() {
 #[tokio::test]
 async fn a_form_without_fields_is_asked_as_yes_or_no() {
     let dir = data_dir();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/shell/countdown.sh")
-        .canonicalize()
-        .expect("examples/shell/countdown.sh");
+    let script = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/shell/countdown.sh"
+    ))
+    .canonicalize()
+    .expect("examples/shell/countdown.sh");
     let manifest = dir.path().join("tools.toml");
     std::fs::write(
         &manifest,
