@@ -1,4 +1,4 @@
-//! The argument checker (`tools::schema`) against the `jsonschema` crate it replaced, on the
+//! The argument checker (`schema`) against the `jsonschema` crate it replaced, on the
 //! built-in tools' schemas and a recursive one: compiling a schema (what the first call of a
 //! tool pays after a cold start) and checking arguments (every `tools/call`), valid and not.
 //!
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use mcp_tasks_core::tools::Registry;
 
-use mcp_tasks_core::tools::schema::Validator;
+use mcp_tasks_core::schema::Validator;
 use serde_json::{Value, json};
 
 const ROUNDS: usize = 5;

@@ -12,10 +12,14 @@
 //! - [`engine`] — creating tasks and serving `tasks/get|update|cancel` over the ports;
 //! - [`worker`] — running jobs under a lease, with checkpoints, cancellation and hand-over;
 //! - [`jobs`] — the step-wise job API tools implement;
-//! - [`tools`] — typed tools, the tool registry, the built-in tools (one file each), the
-//!   conformance fixtures, and (feature `testkit`) the kit that runs a tool in a test;
+//! - [`tools`] — the Tool trait, typed tools, the tool registry, and (feature `testkit`) the
+//!   kit that runs a tool in a test (the built-in tools and the conformance fixtures live in
+//!   the `tools/` crates, outside this library);
+//! - [`schema`] — the JSON Schema 2020-12 checker of tool arguments, for Rust tools and
+//!   manifests alike;
 //! - [`declared`] — tools from a manifest whose steps run elsewhere (a Lambda function, an
-//!   HTTPS endpoint, a program) over the step protocol `mcp-tasks-step/1`;
+//!   HTTPS endpoint, a program, a Step Functions workflow) over the step protocol
+//!   `mcp-tasks-step/1` ([`declared::step_protocol`]) or called plainly;
 //! - [`task`] — the task record and its status machine, and its key;
 //! - [`tenant`] — who owns a task: made at the edge, carried as a type below it;
 //! - [`terminal`] — text from others made safe to show on a terminal or in a log;
@@ -54,6 +58,7 @@ pub mod metrics;
 pub mod protocol;
 pub mod queue;
 pub mod quota;
+pub mod schema;
 pub mod store;
 pub mod task;
 pub mod tenant;

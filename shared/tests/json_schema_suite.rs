@@ -1,5 +1,5 @@
 //! The official JSON Schema test suite (draft 2020-12) against the checker of tool arguments,
-//! `tools::schema::Validator`. The suite's files are the repository's copy in
+//! `schema::Validator`. The suite's files are the repository's copy in
 //! `tests/json-schema-suite/` (origin, commit and what was left out in its README), with the
 //! `optional/` files on ECMA-262 patterns, float overflow and big numbers.
 //!
@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use mcp_tasks_core::tools::schema::Validator;
+use mcp_tasks_core::schema::Validator;
 use serde_json::Value;
 
 /// `"<file>: <group> / <case>"` of each case known to fail, grouped by reason.

@@ -21,7 +21,7 @@ fn the_template_reader_finds_each_functions_grants() {
 /// found by its source files (`…/<crate>-<version>/src/…`), which the panic locations of any
 /// of its code a binary links carry, stripped or not. Without the emulator.
 ///
-/// - The checker of `tools/call` arguments (`tools::schema`) only in the mcp function: the
+/// - The checker of `tools/call` arguments (`schema`) only in the mcp function: the
 ///   tasks function serves `tasks/*` with no tool registered (`aws::lambda::tasks_router`),
 ///   and the worker's registry does not check arguments (`tools::Registry::checking_arguments`).
 /// - The `jsonschema` crate (the tests' oracle for the wire; 3.2 MB of the arm64 mcp function
@@ -70,7 +70,7 @@ fn the_functions_link_only_what_they_use() {
     }
 }
 
-/// A message of the argument checker (`tools::schema`), as its binary holds it.
+/// A message of the argument checker (`schema`), as its binary holds it.
 const CHECKER_MESSAGE: &str = "nests too deeply for this schema";
 
 /// The crates whose sources (`/<crate>-<version>/src/`) a binary names.

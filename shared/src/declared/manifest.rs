@@ -29,7 +29,7 @@ pub mod bounds {
     pub const ANSWER_BYTES: (u64, u64, u64) = (
         256 * 1024,
         1024,
-        crate::declared::protocol::MAX_ANSWER_BYTES as u64,
+        crate::declared::step_protocol::MAX_ANSWER_BYTES as u64,
     );
     /// `max_retries`: default and maximum.
     pub const RETRIES: (u32, u32) = (4, 10);
@@ -188,7 +188,7 @@ impl Manifest {
     /// link the checker).
     pub fn check_schemas(&self) -> Result<(), ManifestError> {
         for (i, e) in self.entries.iter().enumerate() {
-            crate::tools::schema::Validator::new(&e.input_schema).map_err(|err| ManifestError {
+            crate::schema::Validator::new(&e.input_schema).map_err(|err| ManifestError {
                 origin: self.origin.clone(),
                 entry: Some(format!("tool #{} ({})", i + 1, e.name)),
                 reason: format!("input_schema does not compile: {err}"),
@@ -383,7 +383,7 @@ fn entry(e: Entry) -> Result<DeclaredEntry, String> {
         },
         pass_tenant: e.pass_tenant,
         protocol: match e.protocol.as_deref() {
-            None | Some(super::protocol::PROTOCOL) => Wire::Step,
+            None | Some(super::step_protocol::PROTOCOL) => Wire::Step,
             Some("plain") => Wire::Plain,
             Some(_) => return Err("protocol must be \"mcp-tasks-step/1\" or \"plain\"".into()),
         },

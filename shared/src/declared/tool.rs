@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
 use super::entry::{DeclaredEntry, Limits, Wire};
-use super::protocol::{
+use super::step_protocol::{
     Answer, MAX_ANSWER_BYTES, MAX_CHECKPOINT_BYTES, PROTOCOL, StepProgress, StepRequest, TaskRef,
     parse_answer,
 };

@@ -255,7 +255,7 @@ fn find_marker(v: &Value, depth: u8) -> Option<Map<String, Value>> {
 /// Checks a workflow's question as a step-protocol `input` answer is checked: 1 to 16 keys of
 /// at most 64 bytes, each an MCP input request.
 fn check_requests(requests: &Map<String, Value>) -> bool {
-    (1..=super::protocol::MAX_INPUT_REQUESTS).contains(&requests.len())
+    (1..=super::step_protocol::MAX_INPUT_REQUESTS).contains(&requests.len())
         && requests.iter().all(|(k, r)| {
             !k.is_empty()
                 && k.len() <= 64

@@ -3,7 +3,7 @@
 //! (`1000.0`) as the integer it is (JSON Schema says so, and the argument checker agrees), and
 //! failing the way the checker does: where (`arguments/rounds`) and what, never the value.
 //!
-//! Kept apart from the checker (`tools::schema`), which the worker does not link.
+//! Kept apart from the checker (`schema`), which the worker does not link.
 
 use std::fmt;
 

@@ -1,6 +1,6 @@
 //! The one contract every [`TaskStore`] adapter must pass. Each adapter's tests call
-//! [`run_all`] with a factory of fresh, empty stores (the DynamoDB adapter will do the same
-//! against the emulator).
+//! [`run_all`] with a factory of fresh, empty stores: the memory and embedded adapters here, the
+//! DynamoDB adapter against the emulator (`shared/tests/aws_dynamo/contracts.rs`).
 
 use std::future::Future;
 

@@ -230,7 +230,7 @@ mod tests {
                 }
             })
         );
-        crate::tools::schema::Validator::new(&s).expect("compiles");
+        crate::schema::Validator::new(&s).expect("compiles");
     }
 
     #[test]

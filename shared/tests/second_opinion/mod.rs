@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use mcp_tasks_core::tools::schema::Validator;
+use mcp_tasks_core::schema::Validator;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};

@@ -40,9 +40,6 @@ demo_tools! {
     unreliable_upstream::UnreliableUpstream,
 }
 
-// Where they were before each tool had its own file.
-pub use hash_chain::{MAX_ROUNDS, hash_rounds};
-
 /// docs/add-a-tool.md's Rust example, compiled and tested (not served: `wait` shows the same
 /// path).
 #[cfg(test)]
@@ -63,7 +60,7 @@ mod tests {
             let schema = &t["inputSchema"];
             assert_eq!(schema["type"], "object", "{}", t["name"]);
             assert_eq!(schema["additionalProperties"], false, "{}", t["name"]);
-            mcp_tasks_core::tools::schema::Validator::new(schema).expect("compiles");
+            mcp_tasks_core::schema::Validator::new(schema).expect("compiles");
         }
     }
 }

@@ -71,10 +71,10 @@ impl ToolKit {
     }
 
     /// A kit for any [`Tool`] (an untyped one, or one taken from a registry). Panics if the
-    /// tool's `inputSchema` does not compile (see [`crate::tools::schema`] for what it takes):
+    /// tool's `inputSchema` does not compile (see [`crate::schema`] for what it takes):
     /// on a server, every call of that tool would be refused.
     pub fn for_tool(tool: Arc<dyn Tool>) -> Self {
-        if let Err(e) = crate::tools::schema::Validator::new(&tool.def().input_schema) {
+        if let Err(e) = crate::schema::Validator::new(&tool.def().input_schema) {
             panic!(
                 "tool {}: its inputSchema does not compile: {e}",
                 tool.def().name

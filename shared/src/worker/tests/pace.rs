@@ -42,7 +42,7 @@ fn declared(target: Arc<Answers>, wall: Option<Duration>) -> Arc<dyn Tool> {
         },
         limits: Limits {
             step_timeout: Duration::from_secs(60),
-            max_answer_bytes: crate::declared::protocol::MAX_ANSWER_BYTES,
+            max_answer_bytes: crate::declared::step_protocol::MAX_ANSWER_BYTES,
             max_retries: 0,
             max_task_wall: wall,
             pass_tenant: false,

@@ -21,7 +21,6 @@ use crate::jobs::{JobContext, JobError, Step};
 /// serves live outside it: `tools/`).
 #[cfg(test)]
 pub(crate) mod doubles;
-pub mod schema;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 mod typed;
@@ -134,7 +133,7 @@ pub struct Registry {
     /// Per tool, the arguments mirrored in `Mcp-Param-*` headers.
     mirrored: Vec<Vec<(String, String)>>,
     /// Per tool, its input schema compiled (on first use), or why it cannot be.
-    validators: Vec<OnceLock<Result<schema::Validator, String>>>,
+    validators: Vec<OnceLock<Result<crate::schema::Validator, String>>>,
     /// How [`Registry::validate`] checks a tool's arguments: [`Registry::check_schema`] once
     /// [`Registry::checking_arguments`] set it, else [`Registry::not_checked`]. Reached only
     /// through this pointer, the schema checker is linked into the programs that serve
@@ -149,7 +148,8 @@ const MAX_ARGUMENT_ERRORS: usize = 3;
 impl Registry {
     /// A registry of `tools`, in that order, for running their jobs (the worker) or serving
     /// `tasks/*` only: it does not check arguments ([`Registry::checking_arguments`] makes it
-    /// do so). Later duplicates of a name are refused.
+    /// do so). A later tool of a name already listed is dropped, the first kept: the hosts refuse
+    /// such a pair before they get here ([`crate::app::all_tools`]).
     pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
         let mut by_name = HashMap::new();
         let mut kept: Vec<Arc<dyn Tool>> = Vec::new();
@@ -221,7 +221,7 @@ impl Registry {
     fn check_schema(&self, i: usize, arguments: &Value) -> Result<(), String> {
         let name = self.tools[i].def().name;
         let validator = self.validators[i].get_or_init(|| {
-            schema::Validator::new(&self.tools[i].def().input_schema).map_err(|e| {
+            crate::schema::Validator::new(&self.tools[i].def().input_schema).map_err(|e| {
                 tracing::error!(tool = name, error = %e, "a tool's inputSchema does not compile");
                 format!("Tool {name} has an invalid input schema")
             })
