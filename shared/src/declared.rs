@@ -24,11 +24,11 @@ pub mod target;
 pub mod tool;
 pub mod workflow;
 
+pub use lambda::LambdaTarget;
 pub use manifest::{Manifest, ManifestError};
 pub use target::{
     CallLimits, LambdaInvoker, LazySecrets, RequestSigner, SecretFetch, Target, TargetError,
     TargetHost, TraceId,
 };
-pub use lambda::LambdaTarget;
 pub use tool::DeclaredTool;
 pub use workflow::{StatesApi, StatesError, WorkflowTool};

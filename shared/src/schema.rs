@@ -273,26 +273,37 @@ impl Validator {
 
         match instance {
             Value::Number(n) => self.eval_number(kw, n, at, cx, ok)?,
-            Value::String(s) => {
-                if kw.has("minLength") || kw.has("maxLength") {
-                    let chars = s.chars().count();
-                    sizes(kw, SizeOf::STRING, chars, at, cx, ok)?;
-                }
-                if let Some(Value::String(p)) = kw.get("pattern")
-                    && !self.regexes.get(p).is_some_and(|re| re.is_match(s))
-                {
-                    fail!(
-                        cx,
-                        ok,
-                        at,
-                        format!("does not match the pattern {}", short_str(p))
-                    );
-                }
-            }
+            Value::String(s) => self.eval_string(kw, s, at, cx, ok)?,
             _ => {}
         }
 
-        // In-place applicators: their annotations count as this schema's.
+        self.eval_in_place(kw, base, instance, at, cx, &mut ann, ok)?;
+
+        match instance {
+            Value::Array(items) => {
+                self.eval_array(kw, base, items, at, cx, &mut ann, ok)?;
+            }
+            Value::Object(props) => {
+                self.eval_props(kw, base, instance, props, at, cx, &mut ann, ok)?;
+            }
+            _ => {}
+        }
+        (*ok).then_some(ann)
+    }
+
+    /// The in-place applicators (`allOf`, `anyOf`, `oneOf`, `not`, `if`/`then`/`else`): their
+    /// annotations count as this schema's.
+    #[allow(clippy::too_many_arguments)]
+    fn eval_in_place<'v, 'i>(
+        &'v self,
+        kw: Keywords<'v>,
+        base: &'v str,
+        instance: &'i Value,
+        at: &Path<'_>,
+        cx: &mut Cx<'v>,
+        ann: &mut Ann<'i>,
+        ok: &mut bool,
+    ) -> Option<()> {
         if let Some(Value::Array(subs)) = kw.get("allOf") {
             for sub in subs {
                 if let Some(a) = check!(cx, ok, self.eval(sub, base, instance, at, cx)) {
@@ -357,17 +368,33 @@ impl Validator {
                 }
             }
         }
+        Some(())
+    }
 
-        match instance {
-            Value::Array(items) => {
-                self.eval_array(kw, base, items, at, cx, &mut ann, ok)?;
-            }
-            Value::Object(props) => {
-                self.eval_props(kw, base, instance, props, at, cx, &mut ann, ok)?;
-            }
-            _ => {}
+    /// A string's length and `pattern`.
+    fn eval_string(
+        &self,
+        kw: Keywords<'_>,
+        s: &str,
+        at: &Path<'_>,
+        cx: &mut Cx<'_>,
+        ok: &mut bool,
+    ) -> Option<()> {
+        if kw.has("minLength") || kw.has("maxLength") {
+            let chars = s.chars().count();
+            sizes(kw, SizeOf::STRING, chars, at, cx, ok)?;
         }
-        (*ok).then_some(ann)
+        if let Some(Value::String(p)) = kw.get("pattern")
+            && !self.regexes.get(p).is_some_and(|re| re.is_match(s))
+        {
+            fail!(
+                cx,
+                ok,
+                at,
+                format!("does not match the pattern {}", short_str(p))
+            );
+        }
+        Some(())
     }
 
     /// Evaluates a subschema whose failures are summed up by its parent (`anyOf`, `oneOf`,

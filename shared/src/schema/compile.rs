@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use regex_lite::Regex;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::keywords::count_of;
 use super::references::{fragment, percent_decode, resolve, strip_fragment, tokens};
@@ -126,9 +126,26 @@ impl Compiler {
                 ));
             }
         };
-        let bad = |keyword: &str, what: &str| format!("{}: {keyword} must be {what}", place(at));
+        let base = self.identify(schema, obj, at, base)?;
+        self.index_anchors(obj, at, &base)?;
+        self.queue_references(schema, obj, at, &base)?;
+        for (keyword, value) in obj {
+            self.keyword(keyword, value, at, &base)?;
+        }
+        Ok(())
+    }
+
+    /// The dialect and `$id` of the schema at `at`: the base URI in force inside it, recorded
+    /// with what keywords it has.
+    fn identify(
+        &mut self,
+        schema: &Value,
+        obj: &Map<String, Value>,
+        at: &str,
+        base: &str,
+    ) -> Result<String, String> {
         if let Some(d) = obj.get("$schema") {
-            let d = d.as_str().ok_or_else(|| bad("$schema", "a string"))?;
+            let d = d.as_str().ok_or_else(|| bad(at, "$schema", "a string"))?;
             if d.trim_end_matches('#') != DIALECT {
                 return Err(format!(
                     "{}: $schema \"{d}\" is not JSON Schema 2020-12, the one dialect checked",
@@ -139,7 +156,7 @@ impl Compiler {
         let mut base = base.to_owned();
         let mut id_base = None;
         if let Some(id) = obj.get("$id") {
-            let id = id.as_str().ok_or_else(|| bad("$id", "a string"))?;
+            let id = id.as_str().ok_or_else(|| bad(at, "$id", "a string"))?;
             let resolved = resolve(&base, id);
             if fragment(&resolved).is_some_and(|f| !f.is_empty()) {
                 return Err(format!(
@@ -158,10 +175,21 @@ impl Compiler {
         let node = self.nodes.entry(addr(schema)).or_default();
         node.present = present;
         node.id = id_base;
+        Ok(base)
+    }
+
+    /// Records the `$anchor` and `$dynamicAnchor` of the schema at `at`.
+    fn index_anchors(
+        &mut self,
+        obj: &Map<String, Value>,
+        at: &str,
+        base: &str,
+    ) -> Result<(), String> {
         for keyword in ["$anchor", "$dynamicAnchor"] {
             if let Some(name) = obj.get(keyword) {
                 let name = name.as_str().filter(|n| is_anchor_name(n)).ok_or_else(|| {
                     bad(
+                        at,
                         keyword,
                         "a name (a letter or _, then letters, digits, -, _ or .)",
                     )
@@ -175,117 +203,143 @@ impl Compiler {
                 }
                 if keyword == "$dynamicAnchor" {
                     self.dynamic_anchors
-                        .insert(key.clone(), (at.to_owned(), base.clone()));
+                        .insert(key.clone(), (at.to_owned(), base.to_owned()));
                 }
                 self.anchors.insert(key, at.to_owned());
             }
         }
+        Ok(())
+    }
+
+    /// Queues the `$ref` and `$dynamicRef` of the schema at `at`, resolved once every
+    /// resource and anchor is known.
+    fn queue_references(
+        &mut self,
+        schema: &Value,
+        obj: &Map<String, Value>,
+        at: &str,
+        base: &str,
+    ) -> Result<(), String> {
         for (keyword, dynamic) in [("$ref", false), ("$dynamicRef", true)] {
             if let Some(r) = obj.get(keyword) {
-                let r = r.as_str().ok_or_else(|| bad(keyword, "a string"))?;
+                let r = r.as_str().ok_or_else(|| bad(at, keyword, "a string"))?;
                 self.pending.push(Pending {
                     node: addr(schema),
-                    base: base.clone(),
+                    base: base.to_owned(),
                     reference: r.to_owned(),
                     dynamic,
                     at: at.to_owned(),
                 });
             }
         }
-        for (keyword, value) in obj {
-            let here = format!("{at}/{}", escape(keyword));
-            match keyword.as_str() {
-                "type" => {
-                    let ok = match value {
-                        Value::String(t) => is_type_name(t),
-                        Value::Array(ts) => {
-                            !ts.is_empty()
-                                && ts.iter().all(|t| t.as_str().is_some_and(is_type_name))
-                                && distinct(ts)
-                        }
-                        _ => false,
-                    };
-                    if !ok {
-                        return Err(bad("type", "a type name or an array of them"));
+        Ok(())
+    }
+
+    /// Checks the form of one keyword of the schema at `at`, walking the schemas it holds.
+    fn keyword(
+        &mut self,
+        keyword: &str,
+        value: &Value,
+        at: &str,
+        base: &str,
+    ) -> Result<(), String> {
+        let here = format!("{at}/{}", escape(keyword));
+        let bad = |keyword: &str, what: &str| bad(at, keyword, what);
+        match keyword {
+            "type" => {
+                let ok = match value {
+                    Value::String(t) => is_type_name(t),
+                    Value::Array(ts) => {
+                        !ts.is_empty()
+                            && ts.iter().all(|t| t.as_str().is_some_and(is_type_name))
+                            && distinct(ts)
                     }
+                    _ => false,
+                };
+                if !ok {
+                    return Err(bad("type", "a type name or an array of them"));
                 }
-                "enum" if !value.is_array() => return Err(bad("enum", "an array")),
-                "multipleOf" if !value.as_f64().is_some_and(|m| m > 0.0) => {
-                    return Err(bad("multipleOf", "a number greater than 0"));
-                }
-                "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum"
-                    if !value.is_number() =>
-                {
-                    return Err(bad(keyword, "a number"));
-                }
-                "minLength" | "maxLength" | "minItems" | "maxItems" | "minContains"
-                | "maxContains" | "minProperties" | "maxProperties"
-                    if count_of(value).is_none() =>
-                {
-                    return Err(bad(keyword, "a non-negative integer"));
-                }
-                "uniqueItems" if !value.is_boolean() => return Err(bad(keyword, "a boolean")),
-                "pattern" => {
-                    let p = value.as_str().ok_or_else(|| bad("pattern", "a string"))?;
-                    self.regex(p, &here)?;
-                }
-                "required" if !is_name_list(value) => {
-                    return Err(bad("required", "an array of distinct property names"));
-                }
-                "dependentRequired"
-                    if !value
-                        .as_object()
-                        .is_some_and(|m| m.values().all(is_name_list)) =>
-                {
-                    return Err(bad(
-                        keyword,
-                        "an object of arrays of distinct property names",
-                    ));
-                }
-                "properties" | "patternProperties" | "$defs" | "definitions"
-                | "dependentSchemas" => {
-                    let map = value.as_object().ok_or_else(|| bad(keyword, "an object"))?;
-                    for (name, sub) in map {
-                        let there = format!("{here}/{}", escape(name));
-                        if keyword == "patternProperties" {
-                            self.regex(name, &there)?;
-                        }
-                        self.walk(sub, &there, &base)?;
-                    }
-                }
-                "allOf" | "anyOf" | "oneOf" | "prefixItems" => {
-                    let subs = value
-                        .as_array()
-                        .filter(|a| !a.is_empty())
-                        .ok_or_else(|| bad(keyword, "a non-empty array of schemas"))?;
-                    for (i, sub) in subs.iter().enumerate() {
-                        self.walk(sub, &format!("{here}/{i}"), &base)?;
-                    }
-                }
-                "items" if value.is_array() => {
-                    return Err(format!(
-                        "{}: items must be a schema (an array of schemas is the pre-2020-12 \
-                         form: use prefixItems)",
-                        place(at)
-                    ));
-                }
-                "additionalProperties"
-                | "propertyNames"
-                | "items"
-                | "contains"
-                | "not"
-                | "if"
-                | "then"
-                | "else"
-                | "unevaluatedItems"
-                | "unevaluatedProperties" => {
-                    self.walk(value, &here, &base)?;
-                }
-                _ => {}
             }
+            "enum" if !value.is_array() => return Err(bad("enum", "an array")),
+            "multipleOf" if !value.as_f64().is_some_and(|m| m > 0.0) => {
+                return Err(bad("multipleOf", "a number greater than 0"));
+            }
+            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum"
+                if !value.is_number() =>
+            {
+                return Err(bad(keyword, "a number"));
+            }
+            "minLength" | "maxLength" | "minItems" | "maxItems" | "minContains" | "maxContains"
+            | "minProperties" | "maxProperties"
+                if count_of(value).is_none() =>
+            {
+                return Err(bad(keyword, "a non-negative integer"));
+            }
+            "uniqueItems" if !value.is_boolean() => return Err(bad(keyword, "a boolean")),
+            "pattern" => {
+                let p = value.as_str().ok_or_else(|| bad("pattern", "a string"))?;
+                self.regex(p, &here)?;
+            }
+            "required" if !is_name_list(value) => {
+                return Err(bad("required", "an array of distinct property names"));
+            }
+            "dependentRequired"
+                if !value
+                    .as_object()
+                    .is_some_and(|m| m.values().all(is_name_list)) =>
+            {
+                return Err(bad(
+                    keyword,
+                    "an object of arrays of distinct property names",
+                ));
+            }
+            "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => {
+                let map = value.as_object().ok_or_else(|| bad(keyword, "an object"))?;
+                for (name, sub) in map {
+                    let there = format!("{here}/{}", escape(name));
+                    if keyword == "patternProperties" {
+                        self.regex(name, &there)?;
+                    }
+                    self.walk(sub, &there, base)?;
+                }
+            }
+            "allOf" | "anyOf" | "oneOf" | "prefixItems" => {
+                let subs = value
+                    .as_array()
+                    .filter(|a| !a.is_empty())
+                    .ok_or_else(|| bad(keyword, "a non-empty array of schemas"))?;
+                for (i, sub) in subs.iter().enumerate() {
+                    self.walk(sub, &format!("{here}/{i}"), base)?;
+                }
+            }
+            "items" if value.is_array() => {
+                return Err(format!(
+                    "{}: items must be a schema (an array of schemas is the pre-2020-12 \
+                     form: use prefixItems)",
+                    place(at)
+                ));
+            }
+            "additionalProperties"
+            | "propertyNames"
+            | "items"
+            | "contains"
+            | "not"
+            | "if"
+            | "then"
+            | "else"
+            | "unevaluatedItems"
+            | "unevaluatedProperties" => {
+                self.walk(value, &here, base)?;
+            }
+            _ => {}
         }
         Ok(())
     }
+}
+
+/// `AT: KEYWORD must be WHAT`: a keyword of the wrong form.
+fn bad(at: &str, keyword: &str, what: &str) -> String {
+    format!("{}: {keyword} must be {what}", place(at))
 }
 
 /// Hashes the address of a schema node: one multiplication (Fibonacci hashing). Addresses are

@@ -103,44 +103,7 @@ impl Validator {
         ok: &mut bool,
     ) -> Option<()> {
         sizes(kw, SizeOf::OBJECT, props.len(), at, cx, ok)?;
-        if let Some(Value::Array(required)) = kw.get("required") {
-            for name in required.iter().filter_map(Value::as_str) {
-                if !props.contains_key(name) {
-                    fail!(
-                        cx,
-                        ok,
-                        at,
-                        format!("lacks the required property {}", short_str(name))
-                    );
-                }
-            }
-        }
-        if let Some(Value::Object(deps)) = kw.get("dependentRequired") {
-            for (name, needed) in deps {
-                if !props.contains_key(name) {
-                    continue;
-                }
-                for other in needed
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                {
-                    if !props.contains_key(other) {
-                        fail!(
-                            cx,
-                            ok,
-                            at,
-                            format!(
-                                "lacks the property {}, required with {}",
-                                short_str(other),
-                                short_str(name)
-                            )
-                        );
-                    }
-                }
-            }
-        }
+        required_present(kw, props, at, cx, ok)?;
         if let Some(Value::Object(deps)) = kw.get("dependentSchemas") {
             for (name, sub) in deps {
                 if props.contains_key(name)
@@ -458,4 +421,53 @@ impl Validator {
         }
         Some(())
     }
+}
+
+/// `required` and `dependentRequired`: the properties an object must have.
+fn required_present(
+    kw: Keywords<'_>,
+    props: &Map<String, Value>,
+    at: &Path<'_>,
+    cx: &mut Cx<'_>,
+    ok: &mut bool,
+) -> Option<()> {
+    if let Some(Value::Array(required)) = kw.get("required") {
+        for name in required.iter().filter_map(Value::as_str) {
+            if !props.contains_key(name) {
+                fail!(
+                    cx,
+                    ok,
+                    at,
+                    format!("lacks the required property {}", short_str(name))
+                );
+            }
+        }
+    }
+    if let Some(Value::Object(deps)) = kw.get("dependentRequired") {
+        for (name, needed) in deps {
+            if !props.contains_key(name) {
+                continue;
+            }
+            for other in needed
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+            {
+                if !props.contains_key(other) {
+                    fail!(
+                        cx,
+                        ok,
+                        at,
+                        format!(
+                            "lacks the property {}, required with {}",
+                            short_str(other),
+                            short_str(name)
+                        )
+                    );
+                }
+            }
+        }
+    }
+    Some(())
 }

@@ -44,6 +44,35 @@ impl Rpc {
     ) -> Result<Reply, Fatal> {
         let id = self.next_id;
         self.next_id += 1;
+        let body = self.envelope(method, params, id);
+        let headers = self.headers(method, name, extra)?;
+        let send = self
+            .http
+            .post(self.url.clone())
+            .headers(headers)
+            .body(body.to_string())
+            .send();
+        let what = format!("{method} to {}", shown_url(&self.url));
+        let resp = match tokio::time::timeout(self.timeout, send).await {
+            Err(_) => {
+                return Err(Fatal::transient(format!(
+                    "{what}: no answer within {:?}",
+                    self.timeout
+                )));
+            }
+            Ok(Err(e)) => return Err(Fatal::transient(format!("{what}: {}", describe(e)))),
+            Ok(Ok(r)) => r,
+        };
+        let status = resp.status();
+        if status == 401 || status == 403 {
+            return Err(self.refused(&resp, &what));
+        }
+        self.answer(resp, id, &what, on_notification).await
+    }
+
+    /// The JSON-RPC request: `params` with our `_meta` (protocol version, capabilities, client
+    /// info, and a progress token on `tools/call`).
+    fn envelope(&self, method: &str, params: &Value, id: u64) -> Value {
         let mut params = params.clone();
         let mut meta = json!({
             (meta::PROTOCOL_VERSION): PROTOCOL_VERSION,
@@ -56,7 +85,16 @@ impl Rpc {
             meta["progressToken"] = json!(format!("call-{id}"));
         }
         params["_meta"] = meta;
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+    }
+
+    /// The request's headers: the fixed ones, `Mcp-Name`, `extra` and the bearer token.
+    fn headers(
+        &self,
+        method: &str,
+        name: Option<&str>,
+        extra: &[(HeaderName, String)],
+    ) -> Result<HeaderMap, Fatal> {
         let mut headers = HeaderMap::new();
         let fixed = [
             ("content-type", "application/json".to_owned()),
@@ -76,23 +114,36 @@ impl Rpc {
         if let Some(a) = &self.auth {
             headers.insert(reqwest::header::AUTHORIZATION, a.clone());
         }
-        let send = self
-            .http
-            .post(self.url.clone())
-            .headers(headers)
-            .body(body.to_string())
-            .send();
-        let what = format!("{method} to {}", shown_url(&self.url));
-        let mut resp = match tokio::time::timeout(self.timeout, send).await {
-            Err(_) => {
-                return Err(Fatal::transient(format!(
-                    "{what}: no answer within {:?}",
-                    self.timeout
-                )));
+        Ok(headers)
+    }
+
+    /// A `401` or `403`: what the token lacks, and the server's challenge.
+    fn refused(&self, resp: &reqwest::Response, what: &str) -> Fatal {
+        let status = resp.status();
+        let challenge = resp
+            .headers()
+            .get(reqwest::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .map(|c| format!(" (WWW-Authenticate: {c})"))
+            .unwrap_or_default();
+        let why = match (status.as_u16(), &self.auth) {
+            (401, None) => {
+                format!("the server needs a bearer token: give one with --token or {TOKEN_ENV}")
             }
-            Ok(Err(e)) => return Err(Fatal::transient(format!("{what}: {}", describe(e)))),
-            Ok(Ok(r)) => r,
+            (401, Some(_)) => "the server refused the bearer token".to_owned(),
+            _ => "the bearer token is not allowed to do this".to_owned(),
         };
+        Fatal::new(format!("{what}: HTTP {status}: {why}{challenge}"))
+    }
+
+    /// The answer to request `id`: a JSON body or an event stream, or what the status says.
+    async fn answer(
+        &self,
+        mut resp: reqwest::Response,
+        id: u64,
+        what: &str,
+        on_notification: &mut dyn FnMut(&Value),
+    ) -> Result<Reply, Fatal> {
         let status = resp.status();
         let content_type = resp
             .headers()
@@ -102,24 +153,6 @@ impl Rpc {
             .unwrap_or("")
             .trim()
             .to_ascii_lowercase();
-        if status == 401 || status == 403 {
-            let challenge = resp
-                .headers()
-                .get(reqwest::header::WWW_AUTHENTICATE)
-                .and_then(|v| v.to_str().ok())
-                .map(|c| format!(" (WWW-Authenticate: {c})"))
-                .unwrap_or_default();
-            let why = match (status.as_u16(), &self.auth) {
-                (401, None) => {
-                    format!("the server needs a bearer token: give one with --token or {TOKEN_ENV}")
-                }
-                (401, Some(_)) => "the server refused the bearer token".to_owned(),
-                _ => "the bearer token is not allowed to do this".to_owned(),
-            };
-            return Err(Fatal::new(format!(
-                "{what}: HTTP {status}: {why}{challenge}"
-            )));
-        }
         let overloaded = status.is_server_error() || status == 429;
         let fail = |m: String| {
             if overloaded {
