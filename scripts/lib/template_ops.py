@@ -30,7 +30,9 @@ def _skips(resource: dict) -> dict[str, str]:
     return {s.get("id"): str(s.get("comment", "")) for s in skip}
 
 
-def operations(template: dict, jwt: dict, default_deploy, refs) -> list[str]:
+def operations(template: dict, jwt: dict, default_deploy, refs, evaluate, resolved) -> list[str]:
+    """What fails for the people who run the default deploy. template_params.py passes in its
+    own functions (default_deploy, refs, evaluate, resolved), so this module imports nothing of it."""
     out = []
     made, values = default_deploy(template, jwt)
     alarms = {n: r for n, r in made.items() if r.get("Type") == "AWS::CloudWatch::Alarm"}
@@ -63,7 +65,6 @@ def operations(template: dict, jwt: dict, default_deploy, refs) -> list[str]:
     del nowhere
     conds = {**values, "__conditions__": template.get("Conditions", {})}
     silent = {**conds, "AlarmEmail": "none"}
-    from template_params import evaluate  # noqa: PLC0415 (a cycle at import time otherwise)
     warned = [o for o in (template.get("Outputs") or {}).values()
               if "Condition" in o and evaluate({"Condition": o["Condition"]}, silent)
               and "NOBODY" in str(o.get("Value", "")).upper()]
@@ -83,7 +84,6 @@ def operations(template: dict, jwt: dict, default_deploy, refs) -> list[str]:
     if any(r.get("Type") == "AWS::DynamoDB::Table" for r in adopted.values()):
         out.append("ExistingTableName: a new table is still created")
     env = (((template.get("Globals") or {}).get("Function") or {}).get("Environment") or {})
-    from template_params import resolved  # noqa: PLC0415
     table = resolved(env, adopted_values).get("Variables", {}).get("TABLE_NAME")
     if table != "kept-tasks":
         out.append(f"ExistingTableName: the functions' TABLE_NAME is {table!r}, not the adopted table")

@@ -455,7 +455,7 @@ def defences(template: dict) -> list[str]:
         out.append("a budget is deployed by default (BudgetMonthlyUsd should default to 0: off)")
     if not any(r.get("Type") == "AWS::Budgets::Budget" for r in budgeted.values()):
         out.append("BudgetMonthlyUsd=100 deploys no AWS::Budgets::Budget")
-    return out + template_ops.operations(template, JWT, default_deploy, refs)
+    return out + template_ops.operations(template, JWT, default_deploy, refs, evaluate, resolved)
 
 
 def main(argv: list[str]) -> int:

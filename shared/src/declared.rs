@@ -27,8 +27,8 @@ pub mod workflow;
 pub use lambda::LambdaTarget;
 pub use manifest::{Manifest, ManifestError};
 pub use target::{
-    CallLimits, LambdaInvoker, LazySecrets, RequestSigner, SecretFetch, Target, TargetError,
-    TargetHost, TraceId,
+    CallLimits, LambdaInvoker, LazySecrets, RequestSigner, SecretFetch, StatesApi, StatesError,
+    Target, TargetError, TargetHost, TraceId,
 };
 pub use tool::DeclaredTool;
-pub use workflow::{StatesApi, StatesError, WorkflowTool};
+pub use workflow::WorkflowTool;

@@ -147,7 +147,7 @@ pub struct TargetHost {
     pub lambda: Option<Arc<dyn LambdaInvoker>>,
     /// The Step Functions API for `step_functions` targets (`None`: such a manifest refuses to
     /// load).
-    pub states: Option<Arc<dyn super::workflow::StatesApi>>,
+    pub states: Option<Arc<dyn StatesApi>>,
     /// Where a relative command path, and a command's working directory, are taken from: the
     /// manifest file's directory.
     pub base_dir: Option<std::path::PathBuf>,
@@ -263,14 +263,14 @@ impl LambdaInvoker for NotCalled {
 }
 
 #[async_trait]
-impl super::workflow::StatesApi for NotCalled {
+impl StatesApi for NotCalled {
     async fn call(
         &self,
         _: &'static str,
         _: serde_json::Value,
         _: Duration,
-    ) -> Result<serde_json::Value, super::workflow::StatesError> {
-        Err(super::workflow::StatesError::Refused("NotCalled".into()))
+    ) -> Result<serde_json::Value, StatesError> {
+        Err(StatesError::Refused("NotCalled".into()))
     }
 }
 
@@ -301,6 +301,44 @@ impl TargetHost {
             None => std::env::var(name).ok(),
         }
     }
+}
+
+/// Why a Step Functions call gave no answer. Never carries what the service said beyond its
+/// error code (an execution's `cause` is the workflow's own text).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StatesError {
+    /// Throttled (`ThrottlingException`, HTTP 429).
+    #[error("Step Functions throttled the call")]
+    Throttled,
+    /// No answer in time.
+    #[error("Step Functions did not answer in time")]
+    Timeout,
+    /// The connection failed, or a 5xx.
+    #[error("Step Functions could not be reached")]
+    Unreachable,
+    /// Refused, with the service's error code (`ExecutionAlreadyExists`, `AccessDeniedException`…).
+    #[error("Step Functions refused the call ({0})")]
+    Refused(String),
+}
+
+impl StatesError {
+    pub(super) fn retried(&self) -> bool {
+        matches!(self, Self::Throttled | Self::Timeout | Self::Unreachable)
+    }
+}
+
+/// The Step Functions API: one call of `action` (`StartExecution`, `DescribeExecution`,
+/// `GetExecutionHistory`, `StopExecution`, `SendTaskSuccess`, `SendTaskFailure`) with its JSON
+/// body, answering the service's JSON.
+#[async_trait]
+pub trait StatesApi: Send + Sync + 'static {
+    /// One call.
+    async fn call(
+        &self,
+        action: &'static str,
+        body: serde_json::Value,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, StatesError>;
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
 use super::entry::DeclaredEntry;
+use super::target::{StatesApi, StatesError};
 use super::tool::plain_result;
 use crate::jobs::{JobContext, JobError, Step};
 use crate::protocol::method::InputMethod;
@@ -37,44 +38,6 @@ const HISTORY_EVENTS: u32 = 20;
 /// The largest answer read from the Step Functions API (an execution's output is at most
 /// 256 KiB; a history page of 20 events with their data at most about 5 MiB).
 pub const MAX_API_ANSWER: usize = 6 * 1024 * 1024;
-
-/// Why a Step Functions call gave no answer. Never carries what the service said beyond its
-/// error code (an execution's `cause` is the workflow's own text).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StatesError {
-    /// Throttled (`ThrottlingException`, HTTP 429).
-    #[error("Step Functions throttled the call")]
-    Throttled,
-    /// No answer in time.
-    #[error("Step Functions did not answer in time")]
-    Timeout,
-    /// The connection failed, or a 5xx.
-    #[error("Step Functions could not be reached")]
-    Unreachable,
-    /// Refused, with the service's error code (`ExecutionAlreadyExists`, `AccessDeniedException`…).
-    #[error("Step Functions refused the call ({0})")]
-    Refused(String),
-}
-
-impl StatesError {
-    fn retried(&self) -> bool {
-        matches!(self, Self::Throttled | Self::Timeout | Self::Unreachable)
-    }
-}
-
-/// The Step Functions API: one call of `action` (`StartExecution`, `DescribeExecution`,
-/// `GetExecutionHistory`, `StopExecution`, `SendTaskSuccess`, `SendTaskFailure`) with its JSON
-/// body, answering the service's JSON.
-#[async_trait]
-pub trait StatesApi: Send + Sync + 'static {
-    /// One call.
-    async fn call(
-        &self,
-        action: &'static str,
-        body: Value,
-        timeout: Duration,
-    ) -> Result<Value, StatesError>;
-}
 
 /// A tool whose task is one execution of a state machine.
 pub struct WorkflowTool {
