@@ -274,7 +274,11 @@ pub async fn start(mut opts: LocalOptions) -> Result<LocalServer, StartError> {
     }
     let registry = opts.tools.serving(&opts.lending).await?;
     crate::metrics::global().name_tenants(opts.metrics_tenants);
-    let (store, watchers, sealer) = open_store(&opts)?;
+    let OpenedStore {
+        store,
+        watchers,
+        sealer,
+    } = open_store(&opts)?;
     let (queue, rx) = queue(&opts);
     // One process owns every running place: the fair gate, no shared slots. Every job and
     // every inline run of this process takes a place of it.
@@ -318,9 +322,7 @@ pub async fn start(mut opts: LocalOptions) -> Result<LocalServer, StartError> {
 
 /// The store `opts` picks, wrapped so that its writes wake subscriptions (every writer of
 /// this process shares it) and are counted, with what seals `requestState`.
-fn open_store(
-    opts: &LocalOptions,
-) -> Result<(Arc<dyn TaskStore>, Arc<Watchers>, StateSealer), StartError> {
+fn open_store(opts: &LocalOptions) -> Result<OpenedStore, StartError> {
     let watchers = Arc::new(Watchers::default());
     let (store, sealer): (Arc<dyn TaskStore>, StateSealer) = match opts.store {
         LocalStore::Embedded => {
@@ -333,7 +335,20 @@ fn open_store(
             (Arc::new(store), StateSealer::random())
         }
     };
-    Ok((store, watchers, sealer))
+    Ok(OpenedStore {
+        store,
+        watchers,
+        sealer,
+    })
+}
+
+/// A store opened by [`open_store`].
+struct OpenedStore {
+    store: Arc<dyn TaskStore>,
+    /// Woken by the store's writes: the subscriptions' change feed.
+    watchers: Arc<Watchers>,
+    /// Seals `requestState` with the data directory's key (a key of this run in memory).
+    sealer: StateSealer,
 }
 
 /// The embedded store of `dir` (made private, created when new) and its request-state key;
