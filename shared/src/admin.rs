@@ -27,7 +27,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::clock::{iso8601, now_ms};
-use crate::engine::{Engine, TaskSettings};
+use crate::engine::Engine;
 use crate::queue::{LocalQueue, WorkQueue};
 use crate::store::embedded::{self, EmbeddedStore};
 use crate::store::{StoreError, TaskRef, TaskStore};
@@ -293,7 +293,17 @@ pub async fn cancel(
 /// silently into a live worker of another process.
 pub fn engine(store: Arc<dyn TaskStore>, queue: Option<Arc<dyn WorkQueue>>) -> Engine {
     let queue = queue.unwrap_or_else(|| Arc::new(LocalQueue::new().0));
-    Engine::new(store, queue, TaskSettings::default())
+    let ports = crate::app::Ports {
+        store,
+        queue,
+        run_slots: None,
+    };
+    crate::app::Server::new(
+        ports,
+        crate::app::Settings::default(),
+        crate::app::no_tools(),
+    )
+    .engine()
 }
 
 /// Why the embedded store of a data directory could not be opened.

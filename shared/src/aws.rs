@@ -33,6 +33,7 @@ mod https;
 pub mod invoke;
 #[cfg(feature = "lambda")]
 pub mod lambda;
+pub mod lending;
 pub mod secrets;
 #[cfg(feature = "contracts")]
 pub mod serial;

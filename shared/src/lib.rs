@@ -26,8 +26,9 @@
 //! - [`metrics`] — counters and timings, exported as Prometheus text and CloudWatch EMF;
 //! - [`quota`] — per-tenant quotas and fair sharing (the fair gate of the worker and CPU pools);
 //! - [`store`], [`queue`] — the ports, with local adapters (memory, embedded redb, in-process);
-//! - [`app`] — the composition root: the tool set, engine, service and worker every host
-//!   builds the same way;
+//! - [`app`] — the composition root: a [`app::Server`] built in one place from its ports,
+//!   its settings and its tool sources, whichever host runs it;
+//! - [`settings`] — each setting's flag, environment variable, default and bounds, once;
 //! - [`local`] — the all-in-one embedded server behind `mcp-tasks serve`;
 //! - [`admin`] — the operator commands behind `mcp-tasks tasks …` (list, show, cancel) over
 //!   the ports, and opening a data directory's store without creating one;
@@ -59,6 +60,7 @@ pub mod protocol;
 pub mod queue;
 pub mod quota;
 pub mod schema;
+pub mod settings;
 pub mod store;
 pub mod task;
 pub mod tenant;

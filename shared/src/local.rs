@@ -1,5 +1,7 @@
 //! The embedded default: one process serving the MCP endpoint, the task endpoints and the
-//! worker, over the durable embedded store and the in-process queue. No AWS, no Docker.
+//! worker, over the durable embedded store (or, picked by [`LocalStore`], the memory one) and
+//! the in-process queue. No AWS, no Docker. The server itself is assembled by
+//! [`crate::app::Server`]; this host picks the adapters and runs the pool, sweep and listener.
 //!
 //! At start-up it re-discovers unfinished tasks from the store (the in-process queue does not
 //! survive a restart; the store does), so a job interrupted by a crash resumes from its last
@@ -17,45 +19,57 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::auth::AuthSettings;
-use crate::engine::{Engine, TaskSettings};
+use crate::app::{Lending, Ports, Server, Settings, ToolSources};
+use crate::engine::Engine;
 use crate::handler::ServiceConfig;
+use crate::protocol::state::StateSealer;
 use crate::queue::{LocalQueue, WorkMessage, WorkQueue};
-use crate::quota::FairGate;
+use crate::quota::{FairGate, RunningPlaces};
 use crate::store::TaskStore;
 use crate::store::embedded::EmbeddedStore;
+use crate::store::memory::MemoryStore;
 use crate::store::metered::Metered;
 use crate::store::watch::{ChangeFeed, Watched, Watchers};
 use crate::task::TaskKey;
-use crate::worker::{Outcome, Worker, WorkerSettings};
+use crate::worker::{Outcome, Worker};
 
 mod metrics_listen;
 
 pub use metrics_listen::{DEFAULT_METRICS_LISTEN, MetricsListen};
 
+/// Where the local server keeps its tasks: the one line where the host picks its store
+/// (`docs/add-a-store.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LocalStore {
+    /// The durable embedded store (redb) in the data directory: tasks survive restarts.
+    #[default]
+    Embedded,
+    /// Memory only, nothing on disk (the data directory is not touched, `requestState` is
+    /// sealed with a key of this run): tests, and a store's seam shown working.
+    Memory,
+}
+
 /// Options of `mcp-tasks serve`.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct LocalOptions {
     /// Address to listen on.
     pub listen: SocketAddr,
     /// Directory of the embedded database and the request-state key.
     pub data_dir: PathBuf,
-    /// The Rust tools, in `tools/list` order (the host's: `tools/src/lib.rs`).
-    pub tools: Vec<Arc<dyn crate::tools::Tool>>,
-    /// Declared tools (`--tools FILE`), served after the Rust ones.
-    pub declared: Vec<Arc<dyn crate::tools::Tool>>,
-    /// Endpoint settings.
-    pub service: ServiceConfig,
-    /// Task settings.
-    pub tasks: TaskSettings,
-    /// Worker settings.
-    pub worker: WorkerSettings,
+    /// The store the tasks are kept in.
+    pub store: LocalStore,
+    /// The Rust tools (the host's: `tools/src/lib.rs`) and the declared ones (`--tools FILE`).
+    pub tools: ToolSources,
+    /// What the declared tools' targets may use here (programs, and with AWS support the AWS
+    /// clients); the `command` steps' scope is the data directory's, set at start.
+    pub lending: Lending,
+    /// The server's settings: endpoint, tasks and quotas, worker, auth (`None` serves every
+    /// request as the local tenant, loopback only).
+    pub settings: Settings,
     /// Most jobs running at once.
     pub max_concurrent_jobs: usize,
     /// How often the sweep runs.
     pub sweep_every: Duration,
-    /// Bearer-token auth; `None` serves every request as the local tenant (loopback only).
-    pub auth: Option<AuthSettings>,
     /// Bounds of the HTTP listener: header and body read timeouts, connection cap.
     pub edge: crate::edge::EdgeSettings,
     /// How many tenants the opt-in `tenant_*` metrics name (0: none; see [`crate::metrics`]).
@@ -74,16 +88,17 @@ impl LocalOptions {
         Self {
             listen,
             data_dir,
-            tools: Vec::new(),
-            declared: Vec::new(),
-            service: ServiceConfig::default(),
-            tasks: TaskSettings::default(),
-            worker: WorkerSettings::default(),
-            max_concurrent_jobs: 10_000,
-            metrics_tenants: 0,
+            store: LocalStore::default(),
+            tools: ToolSources::default(),
+            lending: Lending {
+                allow_commands: true,
+                ..Lending::default()
+            },
+            settings: Settings::default(),
+            max_concurrent_jobs: crate::settings::MAX_CONCURRENT_JOBS.default as usize,
+            metrics_tenants: crate::settings::METRICS_TENANTS.default as usize,
             metrics_listen: MetricsListen::Off,
             sweep_every: Duration::from_secs(15),
-            auth: None,
             edge: crate::edge::EdgeSettings::default(),
             #[cfg(feature = "fault-injection")]
             faults: crate::fault::Faults::default(),
@@ -106,9 +121,9 @@ pub enum StartError {
     /// The embedded database: in use, damaged (refused), or unreadable.
     #[error(transparent)]
     Store(#[from] crate::store::embedded::OpenError),
-    /// The tools.
+    /// The tools: a manifest entry this server cannot run, or two tools of one name.
     #[error(transparent)]
-    Tools(#[from] crate::app::DuplicateTool),
+    Tools(#[from] crate::app::ToolSourcesError),
     /// The listen address.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -249,16 +264,105 @@ fn state_key(dir: &Path) -> Result<[u8; 32], std::io::Error> {
     Ok(key)
 }
 
-/// Starts the local server: store, queue, worker pool, recovery, sweep and HTTP.
-pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
+/// Starts the local server: tools, store, queue, worker pool, recovery, sweep and HTTP.
+pub async fn start(mut opts: LocalOptions) -> Result<LocalServer, StartError> {
+    if opts.store == LocalStore::Embedded {
+        // Marks the `command` steps' processes, so that a server starting on this data
+        // directory kills what they left.
+        let scope = crate::declared::command::leftovers::scope_of(&opts.data_dir);
+        opts.lending.step_scope.get_or_insert(scope);
+    }
+    let registry = opts.tools.serving(&opts.lending).await?;
+    crate::metrics::global().name_tenants(opts.metrics_tenants);
+    let OpenedStore {
+        store,
+        watchers,
+        sealer,
+    } = open_store(&opts)?;
+    let (queue, rx) = queue(&opts);
+    // One process owns every running place: the fair gate, no shared slots. Every job and
+    // every inline run of this process takes a place of it.
+    let ports = Ports {
+        store,
+        queue: queue.clone(),
+        run_slots: None,
+    };
+    let gate = FairGate::new(
+        opts.max_concurrent_jobs,
+        opts.settings.tasks.quotas.max_running_jobs,
+    );
+    let server = Server::new(ports, worker_settings(&opts), registry)
+        .with_running_places(RunningPlaces::Gate(gate.clone()))
+        .with_change_feed(ChangeFeed::Push(watchers));
+    let (shutdown, stop) = watch::channel(false);
+    let worker = Arc::new(server.worker());
+    tokio::spawn(run_worker_pool(worker, queue, rx, gate, stop.clone()));
+    let engine = server.engine();
+    tokio::spawn(run_sweep(engine.clone(), opts.sweep_every, stop.clone()));
+    let service = server.service(sealer);
+    let (addr, metrics_addr, http, metrics) = listen(&opts, service, stop).await?;
+    // Serve first, recover after: the listener answers at once (a client that finds no server
+    // for a few seconds gives up on it), while the interrupted tasks are released and re-queued
+    // in the background, many writes to a commit.
+    tokio::spawn(async move {
+        match engine.recover().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(tasks = n, "recovered unfinished tasks"),
+            Err(e) => tracing::error!(error = %e, "start-up recovery failed"),
+        }
+    });
+    Ok(LocalServer {
+        addr,
+        metrics_addr,
+        shutdown,
+        http,
+        metrics,
+    })
+}
+
+/// The store `opts` picks, wrapped so that its writes wake subscriptions (every writer of
+/// this process shares it) and are counted, with what seals `requestState`.
+fn open_store(opts: &LocalOptions) -> Result<OpenedStore, StartError> {
+    let watchers = Arc::new(Watchers::default());
+    let (store, sealer): (Arc<dyn TaskStore>, StateSealer) = match opts.store {
+        LocalStore::Embedded => {
+            let (store, key) = open_embedded(&opts.data_dir)?;
+            let store = Watched::new(Metered(store), watchers.clone());
+            (Arc::new(store), StateSealer::new(key))
+        }
+        LocalStore::Memory => {
+            let store = Watched::new(Metered(MemoryStore::new()), watchers.clone());
+            (Arc::new(store), StateSealer::random())
+        }
+    };
+    Ok(OpenedStore {
+        store,
+        watchers,
+        sealer,
+    })
+}
+
+/// A store opened by [`open_store`].
+struct OpenedStore {
+    store: Arc<dyn TaskStore>,
+    /// Woken by the store's writes: the subscriptions' change feed.
+    watchers: Arc<Watchers>,
+    /// Seals `requestState` with the data directory's key (a key of this run in memory).
+    sealer: StateSealer,
+}
+
+/// The embedded store of `dir` (made private, created when new) and its request-state key;
+/// whatever the `command` steps of a server killed on this directory left running is killed
+/// once the store is ours (its file lock: docs/tool-manifest.md, "What a command leaves
+/// behind").
+fn open_embedded(dir: &Path) -> Result<(EmbeddedStore, [u8; 32]), StartError> {
     let dir_err = |source| StartError::DataDir {
-        path: opts.data_dir.clone(),
+        path: dir.to_owned(),
         source,
     };
-    private_data_dir(&opts.data_dir).map_err(dir_err)?;
-    crate::metrics::global().name_tenants(opts.metrics_tenants);
-    let key = state_key(&opts.data_dir).map_err(dir_err)?;
-    let db = opts.data_dir.join("tasks.redb");
+    private_data_dir(dir).map_err(dir_err)?;
+    let key = state_key(dir).map_err(dir_err)?;
+    let db = dir.join("tasks.redb");
     // A file that is there already holds tasks: found empty, it was truncated, not created.
     let existed = db.exists();
     private_file(&db).map_err(dir_err)?;
@@ -266,10 +370,7 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
         true => EmbeddedStore::open_existing(&db)?,
         false => EmbeddedStore::open(&db)?,
     };
-    // The store is ours (its file lock): whatever the `command` steps of a server killed on
-    // this directory left running goes now (docs/tool-manifest.md, "What a command leaves
-    // behind").
-    let scope = crate::declared::command::leftovers::scope_of(&opts.data_dir);
+    let scope = crate::declared::command::leftovers::scope_of(dir);
     let killed = crate::declared::command::leftovers::kill_scope(&scope);
     if killed > 0 {
         tracing::warn!(
@@ -277,9 +378,12 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
             "processes left by the command steps of an earlier run were killed"
         );
     }
-    // Every writer shares this store, so its writes are what wakes subscriptions.
-    let watchers = Arc::new(Watchers::default());
-    let store: Arc<dyn TaskStore> = Arc::new(Watched::new(Metered(opened), watchers.clone()));
+    Ok((opened, key))
+}
+
+/// The in-process queue (with injected duplicates when a test asks for them) and its
+/// receiving end, which the worker pool drains.
+fn queue(opts: &LocalOptions) -> (Arc<dyn WorkQueue>, mpsc::UnboundedReceiver<WorkMessage>) {
     let (queue, rx) = LocalQueue::new();
     let queue: Arc<dyn WorkQueue> = Arc::new(queue);
     #[cfg(feature = "fault-injection")]
@@ -297,105 +401,64 @@ pub async fn start(opts: LocalOptions) -> Result<LocalServer, StartError> {
             queue
         }
     };
-    // One process owns every running place: the fair gate below, no shared slots.
-    let ports = crate::app::Ports {
-        store,
-        queue: queue.clone(),
-        run_slots: None,
-    };
-    let tools = crate::app::all_tools(opts.tools.clone(), opts.declared.clone())?;
-    let registry = crate::app::serving_registry(tools);
-    // Every job and every inline run of this process takes a place of this one gate.
-    let gate = FairGate::new(opts.max_concurrent_jobs, opts.tasks.quotas.max_running_jobs);
-    let engine = crate::app::engine(&ports, &opts.tasks)
-        .with_running_places(crate::quota::RunningPlaces::Gate(gate.clone()));
+    #[cfg(not(feature = "fault-injection"))]
+    let _ = opts;
+    (queue, rx)
+}
+
+/// The settings, with the interruptions a fault-injection test allows.
+fn worker_settings(opts: &LocalOptions) -> Settings {
     #[allow(unused_mut)]
-    let mut worker_settings = opts.worker.clone();
+    let mut settings = opts.settings.clone();
     #[cfg(feature = "fault-injection")]
     if let Some(n) = opts.faults.max_interruptions {
-        worker_settings.max_interruptions = n;
-        worker_settings.max_deaths = n;
+        settings.worker.max_interruptions = n;
+        settings.worker.max_deaths = n;
     }
-    let worker = Arc::new(crate::app::worker(
-        &ports,
-        registry.clone(),
-        &opts.tasks,
-        worker_settings,
-    ));
-    let (shutdown, mut stop) = watch::channel(false);
+    settings
+}
 
-    tokio::spawn(run_worker_pool(
-        worker,
-        queue.clone(),
-        rx,
-        gate,
-        stop.clone(),
-    ));
-    let recovery = engine.clone();
-    tokio::spawn(run_sweep(engine.clone(), opts.sweep_every, stop.clone()));
+type Listening = (
+    SocketAddr,
+    Option<SocketAddr>,
+    JoinHandle<()>,
+    Option<JoinHandle<()>>,
+);
 
-    let service = crate::app::service(
-        ServiceConfig {
-            change_feed: ChangeFeed::Push(watchers),
-            ..opts.service.clone()
-        },
-        engine,
-        registry,
-        crate::protocol::state::StateSealer::new(key),
-        opts.auth.clone(),
-        &ports,
-    );
-    let listener = TcpListener::bind(opts.listen)
-        .await
-        .map_err(|source| StartError::Listen {
-            addr: opts.listen,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Listen {
+/// Binds the endpoint and the metrics listener and serves them until `stop`: the bound
+/// addresses and the two serving tasks.
+async fn listen(
+    opts: &LocalOptions,
+    service: Arc<crate::handler::McpService>,
+    stop: watch::Receiver<bool>,
+) -> Result<Listening, StartError> {
+    let listen_err = |source| StartError::Listen {
         addr: opts.listen,
         source,
-    })?;
+    };
+    let listener = TcpListener::bind(opts.listen).await.map_err(listen_err)?;
+    let addr = listener.local_addr().map_err(listen_err)?;
     let metrics =
         metrics_listen::bind(opts.metrics_listen, &ServiceConfig::default().allowed_hosts).await?;
     let metrics_addr = metrics.as_ref().and_then(|(l, _)| l.local_addr().ok());
+    let stopped = |mut stop: watch::Receiver<bool>| async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
     let metrics = metrics.map(|(listener, hosts)| {
-        let mut stop = stop.clone();
-        let graceful = async move {
-            let _ = stop.wait_for(|s| *s).await;
-        };
         tokio::spawn(crate::edge::serve_metrics(
             listener,
             hosts,
             opts.edge.clone(),
-            graceful,
+            stopped(stop.clone()),
         ))
     });
-    let graceful = async move {
-        let _ = stop.wait_for(|s| *s).await;
-    };
     let http = tokio::spawn(crate::edge::serve(
         listener,
         service,
         opts.edge.clone(),
-        graceful,
+        stopped(stop),
     ));
-    // Serve first, recover after: the listener answers at once (a client that finds no server
-    // for a few seconds gives up on it), while the interrupted tasks are released and re-queued
-    // in the background, many writes to a commit.
-    tokio::spawn(async move {
-        match recovery.recover().await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(tasks = n, "recovered unfinished tasks"),
-            Err(e) => tracing::error!(error = %e, "start-up recovery failed"),
-        }
-    });
-    Ok(LocalServer {
-        addr,
-        metrics_addr,
-        shutdown,
-        http,
-        metrics,
-    })
+    Ok((addr, metrics_addr, http, metrics))
 }
 
 /// Runs every message as its own tokio task (jobs mostly wait on I/O, so thousands run at

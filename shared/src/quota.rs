@@ -47,13 +47,14 @@ pub struct Quotas {
 
 impl Default for Quotas {
     fn default() -> Self {
+        use crate::settings;
         Self {
-            max_active_tasks: 1000,
-            max_running_jobs: 100,
-            create_per_second: 20.0,
-            create_burst: 200,
-            max_task_wall: Duration::from_secs(24 * 3600),
-            max_task_cpu: Duration::from_secs(30 * 60),
+            max_active_tasks: settings::MAX_ACTIVE_TASKS.default as usize,
+            max_running_jobs: settings::MAX_RUNNING_JOBS.default as usize,
+            create_per_second: settings::CREATE_PER_SECOND.default,
+            create_burst: settings::CREATE_BURST.default as u32,
+            max_task_wall: Duration::from_secs(settings::MAX_TASK_SECONDS.default),
+            max_task_cpu: Duration::from_secs(settings::MAX_TASK_CPU_SECONDS.default),
         }
     }
 }

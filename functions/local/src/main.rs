@@ -18,12 +18,13 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use mcp_tasks_core::app::{Lending, ToolSources};
 use mcp_tasks_core::auth::{AuthSettings, JwksSource};
 use mcp_tasks_core::declared::{Manifest, TargetHost};
 use mcp_tasks_core::edge::EdgeSettings;
 use mcp_tasks_core::local::{self, LocalOptions};
 use mcp_tasks_core::quota::Quotas;
-use mcp_tasks_core::tools::Tool;
+use mcp_tasks_core::settings;
 use mcp_tasks_tools::ToolSet;
 
 #[derive(Parser)]
@@ -89,11 +90,11 @@ struct ServeArgs {
     #[arg(long = "tools", value_name = "FILE")]
     manifest: Option<PathBuf>,
     /// How long a task stays readable after creation (its ttlMs), in seconds.
-    #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(60..=31_536_000))]
+    #[arg(long = settings::TASK_TTL_SECONDS.flag, default_value_t = settings::TASK_TTL_SECONDS.default, value_parser = clap::value_parser!(u64).range(settings::TASK_TTL_SECONDS.min..=settings::TASK_TTL_SECONDS.max))]
     task_ttl_seconds: u64,
     /// Name up to this many tenants in the opt-in `tenant_tasks_created`/`_finished` metrics
     /// (0: no metric names a tenant; later tenants count as `other`).
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    #[arg(long = settings::METRICS_TENANTS.flag, default_value_t = settings::METRICS_TENANTS.default, value_parser = clap::value_parser!(u64).range(settings::METRICS_TENANTS.min..=settings::METRICS_TENANTS.max))]
     metrics_tenants: u64,
     /// Where GET /metrics is served, for operators: an address of its own, never the MCP
     /// listener tenants reach; `off` serves none [default: 127.0.0.1:9464, if free].
@@ -113,31 +114,31 @@ struct ServeArgs {
 #[derive(clap::Args)]
 struct QuotaArgs {
     /// Most unfinished tasks one tenant may have.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long = settings::MAX_ACTIVE_TASKS.flag, default_value_t = settings::MAX_ACTIVE_TASKS.default, value_parser = clap::value_parser!(u64).range(settings::MAX_ACTIVE_TASKS.min..=settings::MAX_ACTIVE_TASKS.max))]
     max_active_tasks: u64,
     /// Most jobs of one tenant running at once (the rest wait their turn).
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(long = settings::MAX_RUNNING_JOBS.flag, default_value_t = settings::MAX_RUNNING_JOBS.default, value_parser = clap::value_parser!(u64).range(settings::MAX_RUNNING_JOBS.min..=settings::MAX_RUNNING_JOBS.max))]
     max_running_jobs: u64,
     /// Tasks one tenant may create per second, sustained (0: no limit).
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long = settings::CREATE_PER_SECOND.flag, default_value_t = settings::CREATE_PER_SECOND.default)]
     create_per_second: f64,
     /// Tasks one tenant may create in a burst.
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(long = settings::CREATE_BURST.flag, default_value_t = settings::CREATE_BURST.default as u32, value_parser = clap::value_parser!(u32).range(settings::CREATE_BURST.min as i64..=settings::CREATE_BURST.max as i64))]
     create_burst: u32,
     /// Longest one task may run, in seconds (its running time, not time waiting for input).
-    #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    #[arg(long = settings::MAX_TASK_SECONDS.flag, default_value_t = settings::MAX_TASK_SECONDS.default, value_parser = clap::value_parser!(u64).range(settings::MAX_TASK_SECONDS.min..=settings::MAX_TASK_SECONDS.max))]
     max_task_seconds: u64,
     /// Most CPU time one task may use, in seconds.
-    #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    #[arg(long = settings::MAX_TASK_CPU_SECONDS.flag, default_value_t = settings::MAX_TASK_CPU_SECONDS.default, value_parser = clap::value_parser!(u64).range(settings::MAX_TASK_CPU_SECONDS.min..=settings::MAX_TASK_CPU_SECONDS.max))]
     max_task_cpu_seconds: u64,
     /// Most jobs running at once in all (every tenant's together).
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long = settings::MAX_CONCURRENT_JOBS.flag, default_value_t = settings::MAX_CONCURRENT_JOBS.default, value_parser = clap::value_parser!(u64).range(settings::MAX_CONCURRENT_JOBS.min..=settings::MAX_CONCURRENT_JOBS.max))]
     max_concurrent_jobs: u64,
 }
 
 impl QuotaArgs {
     fn quotas(&self) -> anyhow::Result<Quotas> {
-        if !(self.create_per_second.is_finite() && (0.0..=1e6).contains(&self.create_per_second)) {
+        if !settings::CREATE_PER_SECOND.accepts(self.create_per_second) {
             anyhow::bail!("--create-per-second must be a number from 0 to 1000000");
         }
         Ok(Quotas {
@@ -155,27 +156,27 @@ impl QuotaArgs {
 #[derive(clap::Args)]
 struct EdgeArgs {
     /// Most connections served at once; over it new connections wait in the listen backlog.
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    #[arg(long = settings::MAX_CONNECTIONS.flag, default_value_t = settings::MAX_CONNECTIONS.default as u32, value_parser = clap::value_parser!(u32).range(settings::MAX_CONNECTIONS.min as i64..=settings::MAX_CONNECTIONS.max as i64))]
     max_connections: u32,
     /// Seconds a client has to send a request's headers (also the keep-alive idle timeout).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
+    #[arg(long = settings::HEADER_READ_TIMEOUT_SECS.flag, default_value_t = settings::HEADER_READ_TIMEOUT_SECS.default, value_parser = clap::value_parser!(u64).range(settings::HEADER_READ_TIMEOUT_SECS.min..=settings::HEADER_READ_TIMEOUT_SECS.max))]
     header_read_timeout_secs: u64,
     /// Seconds an answer may wait for the client to read any of it (then the connection is
     /// reset).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
+    #[arg(long = settings::WRITE_TIMEOUT_SECS.flag, default_value_t = settings::WRITE_TIMEOUT_SECS.default, value_parser = clap::value_parser!(u64).range(settings::WRITE_TIMEOUT_SECS.min..=settings::WRITE_TIMEOUT_SECS.max))]
     write_timeout_secs: u64,
     /// Seconds a client has to send a request's whole body (else 408, connection closed).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
+    #[arg(long = settings::BODY_READ_TIMEOUT_SECS.flag, default_value_t = settings::BODY_READ_TIMEOUT_SECS.default, value_parser = clap::value_parser!(u64).range(settings::BODY_READ_TIMEOUT_SECS.min..=settings::BODY_READ_TIMEOUT_SECS.max))]
     body_read_timeout_secs: u64,
     /// Most requests of one tenant in flight at once (over it: 429 with Retry-After).
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    #[arg(long = settings::MAX_REQUESTS_PER_TENANT.flag, default_value_t = settings::MAX_REQUESTS_PER_TENANT.default as u32, value_parser = clap::value_parser!(u32).range(settings::MAX_REQUESTS_PER_TENANT.min as i64..=settings::MAX_REQUESTS_PER_TENANT.max as i64))]
     max_requests_per_tenant: u32,
     /// Longest streamed answer, in seconds: a synchronous tool call from a client without the
     /// tasks extension (past it: -32021), or a subscriptions/listen stream (closed gracefully).
-    #[arg(long, default_value_t = 840, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long = settings::STREAM_SECONDS.flag, default_value_t = settings::STREAM_SECONDS.default, value_parser = clap::value_parser!(u64).range(settings::STREAM_SECONDS.min..=settings::STREAM_SECONDS.max))]
     stream_seconds: u64,
     /// Most streams (long synchronous calls and subscriptions) one tenant may have open at once.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    #[arg(long = settings::MAX_STREAMS_PER_TENANT.flag, default_value_t = settings::MAX_STREAMS_PER_TENANT.default as u32, value_parser = clap::value_parser!(u32).range(settings::MAX_STREAMS_PER_TENANT.min as i64..=settings::MAX_STREAMS_PER_TENANT.max as i64))]
     max_streams_per_tenant: u32,
 }
 
@@ -320,34 +321,35 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let mut opts = LocalOptions::new(listen, data_dir);
-    opts.tasks.ttl_ms = Some(task_ttl_seconds * 1000);
-    opts.auth = auth.settings(listen)?;
+    let settings = &mut opts.settings;
+    settings.tasks.ttl_ms = Some(task_ttl_seconds * 1000);
+    settings.auth = auth.settings(listen)?;
+    settings.service.stream_budget = Some(Duration::from_secs(edge.stream_seconds));
+    settings.service.max_streams_per_tenant = edge.max_streams_per_tenant as usize;
+    settings.tasks.quotas = quotas.quotas()?;
+    if !listen.ip().is_loopback() {
+        // Off loopback, clients name the host they reached (a gateway or a public name);
+        // tokens, not Host checks, protect the endpoint there.
+        settings.service.allowed_hosts.clear();
+    }
     opts.edge = edge.settings();
-    opts.service.stream_budget = Some(Duration::from_secs(edge.stream_seconds));
-    opts.service.max_streams_per_tenant = edge.max_streams_per_tenant as usize;
-    opts.tasks.quotas = quotas.quotas()?;
     opts.max_concurrent_jobs = quotas.max_concurrent_jobs as usize;
     opts.metrics_tenants = metrics_tenants as usize;
     opts.metrics_listen =
         local::MetricsListen::from_flag(metrics_listen.as_deref()).map_err(anyhow::Error::msg)?;
-    if !listen.ip().is_loopback() {
-        // Off loopback, clients name the host they reached (a gateway or a public name);
-        // tokens, not Host checks, protect the endpoint there.
-        opts.service.allowed_hosts.clear();
-    }
-    opts.tools = match fixtures {
-        Some(Fixtures::Conformance) => ToolSet::Conformance,
-        None => ToolSet::Default,
-    }
-    .tools();
+    opts.tools = ToolSources::rust(
+        match fixtures {
+            Some(Fixtures::Conformance) => ToolSet::Conformance,
+            None => ToolSet::Default,
+        }
+        .tools(),
+    );
+    let mut declared = None;
     if let Some(path) = &manifest {
-        let (tools, summary) = declared_tools(path, &opts.data_dir).await?;
-        println!(
-            "mcp-tasks declared tools from {}: {}",
-            terminal::visible(&path.display().to_string()),
-            terminal::visible(&summary.join(", "))
-        );
-        opts.declared = tools;
+        let read = Manifest::read(path)?;
+        declared = Some((path, read.summary()));
+        opts.tools = opts.tools.with_manifest(read);
+        opts.lending = lending(path)?;
     }
     #[cfg(feature = "fault-injection")]
     if let Ok(spec) = std::env::var(mcp_tasks_core::fault::ENV) {
@@ -355,6 +357,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("{}: {e}", mcp_tasks_core::fault::ENV))?;
     }
     let server = local::start(opts).await?;
+    if let Some((path, summary)) = declared {
+        println!(
+            "mcp-tasks declared tools from {}: {}",
+            terminal::visible(&path.display().to_string()),
+            terminal::visible(&summary.join(", "))
+        );
+    }
     let url = server.url();
     if let Some(metrics) = server.metrics_url() {
         println!("mcp-tasks metrics on {metrics}");
@@ -365,53 +374,20 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The tools of a manifest file, over the targets this server can run: programs (relative to
-/// the file's directory), HTTPS endpoints, and (with AWS support) Lambda functions,
-/// SigV4-signed HTTPS endpoints and Step Functions state machines.
-async fn declared_tools(
-    path: &std::path::Path,
-    data_dir: &std::path::Path,
-) -> anyhow::Result<(Vec<Arc<dyn Tool>>, Vec<String>)> {
-    let manifest = Manifest::read(path)?;
-    manifest.check_schemas()?;
+/// What a manifest's targets may use here: programs (relative to the file's directory),
+/// HTTPS endpoints, and (with AWS support) Lambda functions, SigV4-signed HTTPS endpoints and
+/// Step Functions state machines. The server builds the targets' host from it.
+fn lending(path: &std::path::Path) -> anyhow::Result<Lending> {
     let base_dir = std::fs::canonicalize(path)?
         .parent()
         .map(std::path::Path::to_path_buf);
-    #[allow(unused_mut)]
-    let mut host = TargetHost {
+    Ok(Lending {
         allow_commands: true,
         base_dir,
-        // Marks its `command` steps' processes, so that a server starting on this data
-        // directory kills what they left.
-        step_scope: Some(mcp_tasks_core::declared::command::leftovers::scope_of(
-            data_dir,
-        )),
-        ..TargetHost::default()
-    };
-    #[cfg(feature = "aws")]
-    {
-        use mcp_tasks_core::declared::manifest::TargetKind;
-        let signs = manifest
-            .entries
-            .iter()
-            .any(|e| matches!(&e.target, TargetKind::Http { sigv4: Some(_), .. }));
-        let workflows = !manifest.state_machines().is_empty();
-        if signs || workflows || !manifest.lambda_functions().is_empty() {
-            let sdk = mcp_tasks_core::aws::sdk_config().await;
-            if signs {
-                host.signer = Some(Arc::new(mcp_tasks_core::aws::signed::Signer::new(&sdk)));
-            }
-            if workflows {
-                host.states = Some(Arc::new(mcp_tasks_core::aws::states::SignedStates::new(
-                    &sdk,
-                )));
-            }
-            if !manifest.lambda_functions().is_empty() {
-                host.lambda = Some(Arc::new(mcp_tasks_core::aws::invoke::SdkInvoker::new(sdk)));
-            }
-        }
-    }
-    Ok((manifest.tools(&host)?, manifest.summary()))
+        #[cfg(feature = "aws")]
+        clients: Some(Arc::new(mcp_tasks_core::aws::lending::AwsLending::local())),
+        ..Lending::default()
+    })
 }
 
 /// `mcp-tasks tools check FILE`: 0 and the list of tools, or 2 and why not.

@@ -2,17 +2,12 @@
 
 use super::*;
 use crate::protocol::state::{KeyFetch, KeyUnavailable, StateSealer};
+use crate::settings;
 
-/// Bounds of `STREAM_SECONDS` (default [`crate::handler::DEFAULT_STREAM_BUDGET`]): at least
-/// the buffered budget's order, at most 10 s under Lambda's 900-second limit.
-pub const MIN_STREAM_SECONDS: u64 = 30;
+/// Bounds of `STREAM_SECONDS` ([`settings::STREAM_SECONDS_ON_LAMBDA`]).
+pub const MIN_STREAM_SECONDS: u64 = settings::STREAM_SECONDS_ON_LAMBDA.min;
 /// See [`MIN_STREAM_SECONDS`].
-pub const MAX_STREAM_SECONDS: u64 = 890;
-/// `MAX_RUNNING_JOBS_PER_TENANT` when unset, as the template's `MaxRunningJobsPerTenant`: a
-/// running job may hold a worker invocation for its whole step, so a tenant's running jobs
-/// bound the invocations it holds, and the default keeps that well below the template's
-/// `WorkerMaxConcurrency` (50): one tenant holds at most 10 of them.
-pub const DEFAULT_MAX_RUNNING_JOBS: usize = 10;
+pub const MAX_STREAM_SECONDS: u64 = settings::STREAM_SECONDS_ON_LAMBDA.max;
 
 /// A missing or malformed environment variable: fails the cold start, never a request.
 #[derive(thiserror::Error)]
@@ -75,7 +70,7 @@ pub struct SecretRef {
 /// | `MAX_ACTIVE_TASKS_PER_TENANT` | mcp        | unfinished tasks per tenant (1000)             |
 /// | `TASK_CREATE_PER_SECOND` / `TASK_CREATE_BURST` | mcp | creations per tenant per instance (20/s, 200) |
 /// | `MAX_TASK_SECONDS` / `MAX_TASK_CPU_SECONDS` | mcp, worker | per-task running and CPU time (86400, 1800) |
-/// | `MAX_RUNNING_JOBS_PER_TENANT` | worker, mcp | a tenant's jobs and inline calls running at once (10: [`DEFAULT_MAX_RUNNING_JOBS`]) |
+/// | `MAX_RUNNING_JOBS_PER_TENANT` | worker, mcp | a tenant's jobs and inline calls running at once (10: [`settings::MAX_RUNNING_JOBS_ON_LAMBDA`]) |
 /// | `RESPONSE_STREAMING`  | mcp                  | `true`: API Gateway streams its answers (false) |
 /// | `STREAM_SECONDS`      | mcp with streaming   | longest streamed answer (840; 30 to 890)       |
 /// | `MAX_STREAMS_PER_TENANT` | mcp               | a tenant's open streams, all instances (10)    |
@@ -176,93 +171,34 @@ impl Config {
         Self::from_lookup(role, |k| std::env::var(k).ok())
     }
 
-    /// Reads variables through `get` (tests pass a map).
+    /// Reads variables through `get` (tests pass a map). Each setting's variable, default and
+    /// bounds are those of [`crate::settings`]; the checks run in this order, so the first
+    /// wrong variable is the one named.
     pub fn from_lookup(
         role: Role,
         get: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        let var = |name: &'static str| {
-            get(name)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
-        let required = |name: &'static str| var(name).ok_or(ConfigError::Missing(name));
-        let table_name = required("TABLE_NAME")?;
-        let queue_url = required("QUEUE_URL")?;
-        // The key itself (a local run, a test), or the secret holding it (the template's),
-        // never both: which one counts would be a guess.
-        let state_key_secret = var("STATE_KEY_SECRET_ARN").map(|arn| SecretRef {
-            arn,
-            version: var("STATE_KEY_SECRET_VERSION"),
-        });
-        let state_key = match (var("STATE_KEY"), &state_key_secret, role) {
-            (Some(_), Some(_), _) => {
-                return Err(ConfigError::Invalid {
-                    name: "STATE_KEY_SECRET_ARN",
-                    reason: "set STATE_KEY or STATE_KEY_SECRET_ARN, not both",
-                });
-            }
-            (None, None, Role::Mcp) => {
-                return Err(ConfigError::Missing("STATE_KEY or STATE_KEY_SECRET_ARN"));
-            }
-            (None, _, _) => None,
-            (Some(k), None, _) => Some(state_key(&k, "STATE_KEY")?),
-        };
-        let max_receives = match (var("MAX_RECEIVES"), role) {
+        let env = Env(get);
+        let table_name = env.required("TABLE_NAME")?;
+        let queue_url = env.required("QUEUE_URL")?;
+        let (state_key, state_key_secret) = state_key_settings(&env, role)?;
+        let max_receives = match (env.var(settings::MAX_RECEIVES.env), role) {
             (None, Role::Worker) => return Err(ConfigError::Missing("MAX_RECEIVES")),
-            (None, _) => 1,
-            (Some(v), _) => {
-                v.parse::<u32>()
-                    .ok()
-                    .filter(|n| *n >= 1)
-                    .ok_or(ConfigError::Invalid {
-                        name: "MAX_RECEIVES",
-                        reason: "must be a whole number of at least 1",
-                    })?
-            }
+            _ => env.whole(&settings::MAX_RECEIVES)? as u32,
         };
-        let tools_manifest = var("TOOLS_MANIFEST").map(std::path::PathBuf::from);
-        let list = |v: Option<String>| -> Vec<String> {
-            v.map(|v| {
-                v.split([',', ' '])
-                    .filter(|f| !f.is_empty())
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default()
+        let tools_manifest = env.var("TOOLS_MANIFEST").map(std::path::PathBuf::from);
+        let tool_target_functions = env.list("TOOL_TARGET_FUNCTIONS");
+        let tool_state_machines = env.list("TOOL_STATE_MACHINES");
+        let tool_secret_arns = env.list("TOOL_SECRET_ARNS");
+        let region = env.var("AWS_REGION");
+        let sweep_stale = Duration::from_secs(env.whole(&settings::SWEEP_STALE_SECONDS)?);
+        let tasks = TaskSettings {
+            ttl_ms: Some(env.whole(&settings::TASK_TTL_SECONDS)? * 1000),
+            quotas: quotas(&env)?,
+            ..TaskSettings::default()
         };
-        let tool_target_functions = list(var("TOOL_TARGET_FUNCTIONS"));
-        let tool_state_machines = list(var("TOOL_STATE_MACHINES"));
-        let tool_secret_arns = list(var("TOOL_SECRET_ARNS"));
-        let region = var("AWS_REGION");
-        let sweep_stale = match var("SWEEP_STALE_SECONDS") {
-            None => Duration::from_secs(300),
-            Some(v) => Duration::from_secs(v.parse().map_err(|_| ConfigError::Invalid {
-                name: "SWEEP_STALE_SECONDS",
-                reason: "must be a whole number of seconds",
-            })?),
-        };
-        // DynamoDB's TTL deletes lazily and reads treat an expired task as absent, so any
-        // value works; bounded so that a typo cannot make tasks vanish at once or live forever.
-        let tasks = match var("TASK_TTL_SECONDS") {
-            None => TaskSettings::default(),
-            Some(v) => TaskSettings {
-                ttl_ms: Some(
-                    v.parse::<u64>()
-                        .ok()
-                        .filter(|s| (MIN_TASK_TTL_SECONDS..=MAX_TASK_TTL_SECONDS).contains(s))
-                        .ok_or(ConfigError::Invalid {
-                            name: "TASK_TTL_SECONDS",
-                            reason: "must be a whole number of seconds from 60 to 31536000 (365 days)",
-                        })?
-                        * 1000,
-                ),
-                ..TaskSettings::default()
-            },
-        };
-        let mut tasks = tasks;
-        tasks.quotas = quotas(&var)?;
-        let allowed_hosts = var("ALLOWED_HOSTS")
+        let allowed_hosts = env
+            .var("ALLOWED_HOSTS")
             .map(|v| {
                 v.split(',')
                     .map(|h| h.trim().to_owned())
@@ -270,103 +206,13 @@ impl Config {
                     .collect()
             })
             .unwrap_or_default();
-        // An HTTP function is authenticated unless open access was chosen explicitly.
-        let auth = match (role, var("AUTH_MODE").as_deref()) {
-            (Role::Worker | Role::Sweep, _) | (_, Some("none")) => None,
-            (_, None | Some("jwt")) => {
-                // Lists are separated by spaces or commas (a template parameter is one string;
-                // no audience, client id or scope holds either).
-                let list = |name: &'static str| -> Vec<String> {
-                    var(name)
-                        .map(|v| {
-                            v.split([' ', ','])
-                                .filter(|s| !s.is_empty())
-                                .map(str::to_owned)
-                                .collect()
-                        })
-                        .unwrap_or_default()
-                };
-                let issuer = required("AUTH_ISSUER")?;
-                let (resource, audiences) =
-                    AuthSettings::resolve_resource(var("AUTH_RESOURCE"), list("AUTH_AUDIENCE"))
-                        .map_err(|_| ConfigError::Missing("AUTH_RESOURCE or AUTH_AUDIENCE"))?;
-                let settings = AuthSettings {
-                    issuer,
-                    resource,
-                    audiences,
-                    allowed_client_ids: list("AUTH_ALLOWED_CLIENT_IDS"),
-                    jwks: JwksSource::Url(required("AUTH_JWKS_URL")?),
-                    tenant_claim: var("AUTH_TENANT_CLAIM").unwrap_or_else(|| "sub".into()),
-                    required_scopes: list("AUTH_REQUIRED_SCOPES"),
-                    advertised_scopes: list("AUTH_ADVERTISED_SCOPES"),
-                    leeway: Duration::from_secs(60),
-                };
-                settings.check()?;
-                Some(settings)
-            }
-            (_, Some(_)) => {
-                return Err(ConfigError::Invalid {
-                    name: "AUTH_MODE",
-                    reason: "must be jwt or none",
-                });
-            }
-        };
-        let stream_budget = match var("RESPONSE_STREAMING").as_deref() {
-            None | Some("false") => None,
-            Some("true") => Some(Duration::from_secs(match var("STREAM_SECONDS") {
-                None => crate::handler::DEFAULT_STREAM_BUDGET.as_secs(),
-                Some(v) => v
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|s| (MIN_STREAM_SECONDS..=MAX_STREAM_SECONDS).contains(s))
-                    .ok_or(ConfigError::Invalid {
-                        name: "STREAM_SECONDS",
-                        reason: "must be a whole number of seconds from 30 to 890",
-                    })?,
-            })),
-            Some(_) => {
-                return Err(ConfigError::Invalid {
-                    name: "RESPONSE_STREAMING",
-                    reason: "must be true or false",
-                });
-            }
-        };
-        let max_streams_per_tenant = match var("MAX_STREAMS_PER_TENANT") {
-            None => 10,
-            Some(v) => v
-                .parse::<usize>()
-                .ok()
-                .filter(|n| (1..=10_000).contains(n))
-                .ok_or(ConfigError::Invalid {
-                    name: "MAX_STREAMS_PER_TENANT",
-                    reason: "must be a whole number from 1 to 10000",
-                })?,
-        };
-        let max_streams =
-            match var("MAX_STREAMS") {
-                None => 0,
-                Some(v) => v.parse::<usize>().ok().filter(|n| *n <= 10_000).ok_or(
-                    ConfigError::Invalid {
-                        name: "MAX_STREAMS",
-                        reason: "must be a whole number from 0 to 10000",
-                    },
-                )?,
-            };
-        let metrics_tenants = match var("METRICS_TENANTS") {
-            None => 0,
-            Some(v) => v
-                .parse::<usize>()
-                .ok()
-                .filter(|n| *n <= crate::metrics::MAX_TENANT_LABELS)
-                .ok_or(ConfigError::Invalid {
-                    name: "METRICS_TENANTS",
-                    reason: "must be a whole number from 0 to 1000",
-                })?,
-        };
+        let auth = auth(&env, role)?;
+        let stream_budget = stream_budget(&env)?;
         Ok(Self {
-            max_streams_per_tenant,
-            max_streams,
-            metrics_tenants,
+            max_streams_per_tenant: env.whole(&settings::MAX_STREAMS_PER_TENANT_ON_LAMBDA)?
+                as usize,
+            max_streams: env.whole(&settings::MAX_STREAMS)? as usize,
+            metrics_tenants: env.whole(&settings::METRICS_TENANTS)? as usize,
             role,
             table_name,
             queue_url,
@@ -385,6 +231,142 @@ impl Config {
             auth,
             stream_budget,
         })
+    }
+
+    /// The server's settings ([`crate::app::Settings`]) this function runs with.
+    pub fn settings(&self) -> crate::app::Settings {
+        crate::app::Settings {
+            service: ServiceConfig {
+                allowed_hosts: self.allowed_hosts.clone(),
+                tasks_only: self.role == Role::Tasks,
+                // The tasks function is always buffered: its answers are small and immediate.
+                stream_budget: self.stream_budget.filter(|_| self.role == Role::Mcp),
+                max_streams_per_tenant: self.max_streams_per_tenant,
+                max_streams: self.max_streams,
+                ..ServiceConfig::default()
+            },
+            tasks: self.tasks.clone(),
+            worker: WorkerSettings {
+                unknown_tool_grace: UNKNOWN_TOOL_GRACE,
+                ..WorkerSettings::default()
+            },
+            auth: self.auth.clone(),
+        }
+    }
+}
+
+/// The environment as [`Config::from_lookup`] reads it: a variable set to blanks is unset.
+struct Env<F>(F);
+
+impl<F: Fn(&str) -> Option<String>> Env<F> {
+    fn var(&self, name: &'static str) -> Option<String> {
+        (self.0)(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    }
+
+    fn required(&self, name: &'static str) -> Result<String, ConfigError> {
+        self.var(name).ok_or(ConfigError::Missing(name))
+    }
+
+    /// A list separated by spaces or commas (a template parameter is one string; no
+    /// function, audience, client id or scope holds either).
+    fn list(&self, name: &'static str) -> Vec<String> {
+        self.var(name)
+            .map(|v| {
+                v.split([',', ' '])
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// A whole-number setting, within its bounds ([`settings::Whole`]).
+    fn whole(&self, s: &settings::Whole) -> Result<u64, ConfigError> {
+        s.from_text(self.var(s.env).as_deref())
+            .map_err(|reason| ConfigError::Invalid {
+                name: s.env,
+                reason,
+            })
+    }
+}
+
+/// The `requestState` key itself (`STATE_KEY`: a local run, a test), or the secret holding it
+/// (`STATE_KEY_SECRET_ARN`: the template's), never both: which one counts would be a guess.
+/// The mcp function needs one of them.
+fn state_key_settings<F: Fn(&str) -> Option<String>>(
+    env: &Env<F>,
+    role: Role,
+) -> Result<(Option<[u8; 32]>, Option<SecretRef>), ConfigError> {
+    let secret = env.var("STATE_KEY_SECRET_ARN").map(|arn| SecretRef {
+        arn,
+        version: env.var("STATE_KEY_SECRET_VERSION"),
+    });
+    let key = match (env.var("STATE_KEY"), &secret, role) {
+        (Some(_), Some(_), _) => {
+            return Err(ConfigError::Invalid {
+                name: "STATE_KEY_SECRET_ARN",
+                reason: "set STATE_KEY or STATE_KEY_SECRET_ARN, not both",
+            });
+        }
+        (None, None, Role::Mcp) => {
+            return Err(ConfigError::Missing("STATE_KEY or STATE_KEY_SECRET_ARN"));
+        }
+        (None, _, _) => None,
+        (Some(k), None, _) => Some(state_key(&k, "STATE_KEY")?),
+    };
+    Ok((key, secret))
+}
+
+/// Bearer-token auth of an HTTP function: on unless open access was chosen explicitly
+/// (`AUTH_MODE=none`); the worker and the sweep take no request.
+fn auth<F: Fn(&str) -> Option<String>>(
+    env: &Env<F>,
+    role: Role,
+) -> Result<Option<AuthSettings>, ConfigError> {
+    match (role, env.var("AUTH_MODE").as_deref()) {
+        (Role::Worker | Role::Sweep, _) | (_, Some("none")) => Ok(None),
+        (_, None | Some("jwt")) => {
+            let issuer = env.required("AUTH_ISSUER")?;
+            let (resource, audiences) =
+                AuthSettings::resolve_resource(env.var("AUTH_RESOURCE"), env.list("AUTH_AUDIENCE"))
+                    .map_err(|_| ConfigError::Missing("AUTH_RESOURCE or AUTH_AUDIENCE"))?;
+            let settings = AuthSettings {
+                issuer,
+                resource,
+                audiences,
+                allowed_client_ids: env.list("AUTH_ALLOWED_CLIENT_IDS"),
+                jwks: JwksSource::Url(env.required("AUTH_JWKS_URL")?),
+                tenant_claim: env.var("AUTH_TENANT_CLAIM").unwrap_or_else(|| "sub".into()),
+                required_scopes: env.list("AUTH_REQUIRED_SCOPES"),
+                advertised_scopes: env.list("AUTH_ADVERTISED_SCOPES"),
+                leeway: Duration::from_secs(60),
+            };
+            settings.check()?;
+            Ok(Some(settings))
+        }
+        (_, Some(_)) => Err(ConfigError::Invalid {
+            name: "AUTH_MODE",
+            reason: "must be jwt or none",
+        }),
+    }
+}
+
+/// How long a streamed answer may last with `RESPONSE_STREAMING=true` (`STREAM_SECONDS`);
+/// `None`: answers are buffered.
+fn stream_budget<F: Fn(&str) -> Option<String>>(
+    env: &Env<F>,
+) -> Result<Option<Duration>, ConfigError> {
+    match env.var("RESPONSE_STREAMING").as_deref() {
+        None | Some("false") => Ok(None),
+        Some("true") => Ok(Some(Duration::from_secs(
+            env.whole(&settings::STREAM_SECONDS_ON_LAMBDA)?,
+        ))),
+        Some(_) => Err(ConfigError::Invalid {
+            name: "RESPONSE_STREAMING",
+            reason: "must be true or false",
+        }),
     }
 }
 
@@ -465,76 +447,24 @@ fn state_key(text: &str, name: &'static str) -> Result<[u8; 32], ConfigError> {
 
 /// The per-tenant quotas from `MAX_ACTIVE_TASKS_PER_TENANT`, `MAX_RUNNING_JOBS_PER_TENANT`,
 /// `TASK_CREATE_PER_SECOND`, `TASK_CREATE_BURST`, `MAX_TASK_SECONDS` and
-/// `MAX_TASK_CPU_SECONDS` (each optional; the defaults of [`Quotas`]).
-fn quotas(var: &impl Fn(&'static str) -> Option<String>) -> Result<Quotas, ConfigError> {
-    fn whole(
-        var: &impl Fn(&'static str) -> Option<String>,
-        name: &'static str,
-        max: u64,
-        default: u64,
-    ) -> Result<u64, ConfigError> {
-        match var(name) {
-            None => Ok(default),
-            Some(v) => v
-                .parse::<u64>()
-                .ok()
-                .filter(|n| (1..=max).contains(n))
-                .ok_or(ConfigError::Invalid {
-                    name,
-                    reason: "must be a whole number within the documented bounds",
-                }),
-        }
-    }
-    let d = Quotas::default();
-    let create_per_second = match var("TASK_CREATE_PER_SECOND") {
-        None => d.create_per_second,
-        Some(v) => v
-            .parse::<f64>()
-            .ok()
-            .filter(|r| r.is_finite() && (0.0..=1e6).contains(r))
-            .ok_or(ConfigError::Invalid {
-                name: "TASK_CREATE_PER_SECOND",
-                reason: "must be a number from 0 (no limit) to 1000000",
-            })?,
-    };
+/// `MAX_TASK_CPU_SECONDS` (each optional; defaults and bounds in [`crate::settings`]).
+fn quotas<F: Fn(&str) -> Option<String>>(env: &Env<F>) -> Result<Quotas, ConfigError> {
+    let rate = settings::CREATE_PER_SECOND;
+    let create_per_second = rate
+        .from_text(env.var(rate.env).as_deref())
+        .map_err(|reason| ConfigError::Invalid {
+            name: rate.env,
+            reason,
+        })?;
     Ok(Quotas {
-        max_active_tasks: whole(
-            var,
-            "MAX_ACTIVE_TASKS_PER_TENANT",
-            1_000_000,
-            d.max_active_tasks as u64,
-        )? as usize,
-        max_running_jobs: whole(
-            var,
-            "MAX_RUNNING_JOBS_PER_TENANT",
-            100_000,
-            DEFAULT_MAX_RUNNING_JOBS as u64,
-        )? as usize,
+        max_active_tasks: env.whole(&settings::MAX_ACTIVE_TASKS)? as usize,
+        max_running_jobs: env.whole(&settings::MAX_RUNNING_JOBS_ON_LAMBDA)? as usize,
         create_per_second,
-        create_burst: whole(
-            var,
-            "TASK_CREATE_BURST",
-            1_000_000,
-            u64::from(d.create_burst),
-        )? as u32,
-        max_task_wall: Duration::from_secs(whole(
-            var,
-            "MAX_TASK_SECONDS",
-            31_536_000,
-            d.max_task_wall.as_secs(),
-        )?),
-        max_task_cpu: Duration::from_secs(whole(
-            var,
-            "MAX_TASK_CPU_SECONDS",
-            31_536_000,
-            d.max_task_cpu.as_secs(),
-        )?),
+        create_burst: env.whole(&settings::CREATE_BURST)? as u32,
+        max_task_wall: Duration::from_secs(env.whole(&settings::MAX_TASK_SECONDS)?),
+        max_task_cpu: Duration::from_secs(env.whole(&settings::MAX_TASK_CPU_SECONDS)?),
     })
 }
-
-/// Bounds of `TASK_TTL_SECONDS`: a minute to a year.
-const MIN_TASK_TTL_SECONDS: u64 = 60;
-const MAX_TASK_TTL_SECONDS: u64 = 365 * 24 * 3600;
 
 /// How long after its creation a task whose tool the worker does not know is given back to
 /// the queue before it fails ([`WorkerSettings::unknown_tool_grace`]): a deployment updates the

@@ -24,6 +24,7 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::sqs::SqsQueue;
+use crate::app::Server;
 use crate::auth::{AuthSettings, JwksSource};
 use crate::engine::{Engine, TaskSettings};
 use crate::handler::{McpService, ServiceConfig};
@@ -163,25 +164,15 @@ impl Ports {
     }
 }
 
+/// The server of this function over `ports`, serving (or running) `tools`: built as every
+/// host builds it ([`crate::app::Server`]), with this function's settings.
+pub fn server(config: &Config, ports: &Ports, tools: Arc<Registry>) -> Server {
+    Server::new(ports.clone(), config.settings(), tools)
+}
+
 /// The MCP service of the mcp or tasks function, serving `tools`.
 pub fn service(config: &Config, ports: &Ports, tools: Arc<Registry>) -> Arc<McpService> {
-    let service = ServiceConfig {
-        allowed_hosts: config.allowed_hosts.clone(),
-        tasks_only: config.role == Role::Tasks,
-        // The tasks function is always buffered: its answers are small and immediate.
-        stream_budget: config.stream_budget.filter(|_| config.role == Role::Mcp),
-        max_streams_per_tenant: config.max_streams_per_tenant,
-        max_streams: config.max_streams,
-        ..ServiceConfig::default()
-    };
-    crate::app::service(
-        service,
-        crate::app::engine(ports, &config.tasks),
-        tools,
-        config.state_sealer(),
-        config.auth.clone(),
-        ports,
-    )
+    server(config, ports, tools).service(config.state_sealer())
 }
 
 /// The mcp function's HTTP router for `lambda_http::run`: the one the local server serves
@@ -198,7 +189,7 @@ pub fn tasks_router(config: &Config, ports: &Ports) -> axum::Router {
         role: Role::Tasks,
         ..config.clone()
     };
-    crate::http::router(service(&config, ports, Arc::new(Registry::new(Vec::new()))))
+    crate::http::router(service(&config, ports, crate::app::no_tools()))
 }
 
 /// The tokio instant of a wall-clock deadline (the Lambda context's).

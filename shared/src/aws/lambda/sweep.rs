@@ -38,11 +38,7 @@ impl Sweeper {
     /// A sweeper over the ports.
     pub fn new(config: &Config, ports: &Ports) -> Self {
         Self {
-            engine: Engine::new(
-                ports.store.clone(),
-                ports.queue.clone(),
-                config.tasks.clone(),
-            ),
+            engine: server(config, ports, crate::app::no_tools()).engine(),
             stale: config.sweep_stale,
         }
     }

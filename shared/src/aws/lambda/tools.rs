@@ -6,13 +6,13 @@
 //! (not in `TOOL_SECRET_ARNS`), a bad entry. The `http` targets' secrets are read at the first
 //! step that needs each, never here: a cold start makes no network call for them.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::Config;
-use crate::app::DuplicateTool;
+use crate::app::{Lending, ToolSources, ToolSourcesError};
+use crate::aws::lending::AwsLending;
 use crate::declared::manifest::{HttpSecret, TargetKind};
-use crate::declared::{LazySecrets, Manifest, ManifestError, SecretFetch, TargetHost};
+use crate::declared::{Manifest, ManifestError};
 use crate::tools::{Registry, Tool};
 
 /// Why a function's tools cannot be served (shown as its sentence: a main returns it and the
@@ -22,9 +22,9 @@ pub enum ToolsError {
     /// The manifest, or one of its entries.
     #[error(transparent)]
     Manifest(#[from] ManifestError),
-    /// Two tools of one name.
+    /// An entry this function cannot run, or two tools of one name.
     #[error(transparent)]
-    Duplicate(#[from] DuplicateTool),
+    Sources(#[from] ToolSourcesError),
     /// A `lambda` target the role is not allowed to invoke.
     #[error(
         "{origin}: {entry} invokes {function}, which ToolTargetFunctions \
@@ -81,12 +81,7 @@ pub async fn serving_tools(
     rust: Vec<Arc<dyn Tool>>,
     bundled: &str,
 ) -> Result<Arc<Registry>, ToolsError> {
-    let manifest = manifest(config, bundled)?;
-    manifest.check_schemas()?;
-    let declared = manifest.tools(&host(&manifest).await?)?;
-    Ok(crate::app::serving_registry(crate::app::all_tools(
-        rust, declared,
-    )?))
+    Ok(sources(config, rust, bundled)?.serving(&lending()).await?)
 }
 
 /// The registry of the worker function: the same tools, without the argument checker (the
@@ -96,11 +91,25 @@ pub async fn running_tools(
     rust: Vec<Arc<dyn Tool>>,
     bundled: &str,
 ) -> Result<Arc<Registry>, ToolsError> {
-    let manifest = manifest(config, bundled)?;
-    let declared = manifest.tools(&host(&manifest).await?)?;
-    Ok(Arc::new(Registry::new(crate::app::all_tools(
-        rust, declared,
-    )?)))
+    Ok(sources(config, rust, bundled)?.running(&lending()).await?)
+}
+
+fn sources(
+    config: &Config,
+    rust: Vec<Arc<dyn Tool>>,
+    bundled: &str,
+) -> Result<ToolSources, ToolsError> {
+    Ok(ToolSources::rust(rust).with_manifest(manifest(config, bundled)?))
+}
+
+/// What a Lambda function lends declared targets: the AWS clients its manifest needs
+/// ([`AwsLending::lambda`]), never a program.
+fn lending() -> Lending {
+    Lending {
+        allow_commands: false,
+        clients: Some(Arc::new(AwsLending::lambda())),
+        ..Lending::default()
+    }
 }
 
 /// The manifest this function serves, its Lambda targets checked against the grant.
@@ -147,67 +156,6 @@ fn manifest(config: &Config, bundled: &str) -> Result<Manifest, ToolsError> {
         }
     }
     Ok(manifest)
-}
-
-/// What a Lambda function may do here: invoke functions (when the manifest names any), read
-/// the secrets its `http` targets name (each at the first step that needs it,
-/// [`crate::declared::LazySecrets`]), sign the requests of its `sigv4` targets, call Step
-/// Functions for its `step_functions` targets, carry the X-Ray trace into HTTP steps, never
-/// start a program. Builds no client the manifest does not need, and calls nothing.
-async fn host(manifest: &Manifest) -> Result<TargetHost, ToolsError> {
-    let (functions, arns) = (manifest.lambda_functions(), manifest.secret_arns());
-    let signs = manifest
-        .entries
-        .iter()
-        .any(|e| matches!(&e.target, TargetKind::Http { sigv4: Some(_), .. }));
-    let workflows = !manifest.state_machines().is_empty();
-    let sdk = match functions.is_empty() && arns.is_empty() && !signs && !workflows {
-        true => None,
-        false => Some(crate::aws::sdk_config().await),
-    };
-    let lambda = match (functions.is_empty(), &sdk) {
-        (false, Some(sdk)) => Some(Arc::new(crate::aws::invoke::SdkInvoker::new(sdk.clone()))
-            as Arc<dyn crate::declared::LambdaInvoker>),
-        _ => None,
-    };
-    let secrets = match (arns.is_empty(), &sdk) {
-        (false, Some(sdk)) => LazySecrets::new(secret_fetch(sdk.clone())),
-        _ => LazySecrets::fixed(HashMap::new()),
-    };
-    let signer = match (signs, &sdk) {
-        (true, Some(sdk)) => Some(Arc::new(crate::aws::signed::Signer::new(sdk))
-            as Arc<dyn crate::declared::RequestSigner>),
-        _ => None,
-    };
-    let states = match (workflows, &sdk) {
-        (true, Some(sdk)) => Some(Arc::new(crate::aws::states::SignedStates::new(sdk))
-            as Arc<dyn crate::declared::StatesApi>),
-        _ => None,
-    };
-    Ok(TargetHost {
-        allow_commands: false,
-        lambda,
-        states,
-        secrets: Some(secrets),
-        signer,
-        xray: Some(crate::aws::trace_header),
-        ..TargetHost::default()
-    })
-}
-
-/// Reads a secret's string value from Secrets Manager with `sdk`'s settings: what
-/// [`LazySecrets`] calls at a secret's first need, and again after a failure.
-fn secret_fetch(sdk: aws_config::SdkConfig) -> SecretFetch {
-    Arc::new(move |arn: String| {
-        let sdk = sdk.clone();
-        Box::pin(async move {
-            let client = crate::aws::secrets::secretsmanager_client(&sdk);
-            crate::aws::secrets::secret_string(&client, &arn, None)
-                .await
-                .map(|v| v.expose().to_owned())
-                .map_err(|e| e.to_string())
-        })
-    })
 }
 
 /// Where a function named without its region or account lives: this function's own region

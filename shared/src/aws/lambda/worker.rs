@@ -78,11 +78,7 @@ impl SqsWorker {
     /// A worker over the ports running `tools` ([`super::running_tools`]);
     /// `config.max_receives` must equal the queue's `maxReceiveCount`.
     pub fn new(config: &Config, ports: &Ports, tools: Arc<Registry>) -> Self {
-        let settings = WorkerSettings {
-            unknown_tool_grace: UNKNOWN_TOOL_GRACE,
-            ..WorkerSettings::default()
-        };
-        Self::with_settings(config, ports, tools, settings)
+        Self::with_settings(config, ports, tools, config.settings().worker)
     }
 
     /// As [`SqsWorker::new`], with explicit worker timing (tests).
@@ -93,7 +89,15 @@ impl SqsWorker {
         settings: WorkerSettings,
     ) -> Self {
         Self {
-            worker: crate::app::worker(ports, tools, &config.tasks, settings),
+            worker: Server::new(
+                ports.clone(),
+                crate::app::Settings {
+                    worker: settings,
+                    ..config.settings()
+                },
+                tools,
+            )
+            .worker(),
             queue: ports.queue.clone(),
             max_receives: config.max_receives,
         }
