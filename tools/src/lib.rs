@@ -13,8 +13,8 @@ pub use mcp_tasks_core::tools::Tool;
 /// `conformance`), `--fixtures conformance` locally.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolSet {
-    /// The demonstration tools and yours.
-    Default,
+    /// The demonstration tools and yours (`TOOLS=builtin`, the default).
+    Builtin,
     /// Exactly the official conformance suite's fixtures.
     Conformance,
 }
@@ -28,7 +28,7 @@ impl ToolSet {
     /// The Rust tools of this set, in `tools/list` order.
     pub fn tools(self) -> Vec<Arc<dyn Tool>> {
         match self {
-            ToolSet::Default => {
+            ToolSet::Builtin => {
                 #[allow(unused_mut)]
                 let mut tools = mcp_tasks_demo_tools::tools();
                 // Your crates' tools, after a dependency in tools/Cargo.toml, e.g.:
@@ -73,7 +73,7 @@ impl ToolSet {
     /// The set a `TOOLS` value names.
     pub fn named(value: Option<&str>) -> Result<Self, UnknownToolSet> {
         match value.map(str::trim) {
-            None | Some("") | Some("builtin") => Ok(Self::Default),
+            None | Some("") | Some("builtin") => Ok(Self::Builtin),
             Some("conformance") => Ok(Self::Conformance),
             Some(_) => Err(UnknownToolSet),
         }
@@ -90,15 +90,15 @@ mod tests {
 
     #[test]
     fn the_sets_are_named_as_documented() {
-        assert_eq!(ToolSet::named(None), Ok(ToolSet::Default));
-        assert_eq!(ToolSet::named(Some("builtin")), Ok(ToolSet::Default));
+        assert_eq!(ToolSet::named(None), Ok(ToolSet::Builtin));
+        assert_eq!(ToolSet::named(Some("builtin")), Ok(ToolSet::Builtin));
         assert_eq!(
             ToolSet::named(Some(" conformance ")),
             Ok(ToolSet::Conformance)
         );
         assert_eq!(ToolSet::named(Some("all")), Err(UnknownToolSet));
         assert!(
-            tools(ToolSet::Default)
+            tools(ToolSet::Builtin)
                 .iter()
                 .any(|t| t.def().name == "wait")
         );

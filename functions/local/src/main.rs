@@ -340,7 +340,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     opts.tools = ToolSources::rust(
         match fixtures {
             Some(Fixtures::Conformance) => ToolSet::Conformance,
-            None => ToolSet::Default,
+            None => ToolSet::Builtin,
         }
         .tools(),
     );

@@ -61,7 +61,7 @@ mod tests {
     async fn invoke(event: &str) -> (u16, Value) {
         let (ports, _rx) = Ports::in_memory();
         let request = lambda_http::request::from_str(event).expect("an API Gateway event");
-        let tools = serving_tools(&config(), ToolSet::Default.tools(), BUNDLED_MANIFEST)
+        let tools = serving_tools(&config(), ToolSet::Builtin.tools(), BUNDLED_MANIFEST)
             .await
             .unwrap();
         let response = http_router(&config(), &ports, tools)

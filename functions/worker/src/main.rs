@@ -56,7 +56,7 @@ mod tests {
             _ => None,
         })
         .unwrap();
-        let tools = running_tools(&config, ToolSet::Default.tools(), BUNDLED_MANIFEST)
+        let tools = running_tools(&config, ToolSet::Builtin.tools(), BUNDLED_MANIFEST)
             .await
             .unwrap();
         SqsWorker::new(&config, &Ports::in_memory().0, tools)

@@ -42,7 +42,7 @@ mod start;
 mod sweep;
 #[cfg(test)]
 mod tests;
-mod tools;
+mod tool_sources;
 mod worker;
 
 pub use config::{
@@ -51,7 +51,7 @@ pub use config::{
 pub use logging::init_logging;
 pub use start::prefer_one_cert_bundle;
 pub use sweep::{SweepError, SweepReport, Sweeper};
-pub use tools::{ToolsError, running_tools, serving_tools};
+pub use tool_sources::{ToolsError, running_tools, serving_tools};
 pub use worker::{Action, SqsWorker, decide};
 
 /// Which function is starting: decides which variables are required.

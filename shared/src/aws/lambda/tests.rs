@@ -20,8 +20,8 @@ mod inline;
 mod secrets;
 mod sweep;
 
-const SQS_EVENT: &str = include_str!("../../../../../events/sqs-work-message.json");
-const SCHEDULE_EVENT: &str = include_str!("../../../../../events/scheduled-sweep.json");
+const SQS_EVENT: &str = include_str!("../../../../events/sqs-work-message.json");
+const SCHEDULE_EVENT: &str = include_str!("../../../../events/scheduled-sweep.json");
 
 fn env(role: Role, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
     let map: HashMap<String, String> = vars
