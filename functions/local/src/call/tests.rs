@@ -109,7 +109,7 @@ fn the_token_is_scrubbed_from_everything_written() {
 #[test]
 fn protocol_constants_are_not_declared_again() {
     let sources = [
-        ("mod.rs", include_str!("mod.rs")),
+        ("call.rs", include_str!("../call.rs")),
         ("transport.rs", include_str!("transport.rs")),
         ("sse.rs", include_str!("sse.rs")),
         ("ui.rs", include_str!("ui.rs")),
