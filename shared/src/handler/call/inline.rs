@@ -1,6 +1,8 @@
 //! Running a tool inline for a synchronous call (both lanes): within the call's budget and the
 //! caller's token, on one of its tenant's running places.
 
+use std::convert::Infallible;
+
 use super::*;
 use crate::jobs::runner::{Final, Lane, Runner, caught, panicked};
 
@@ -10,8 +12,8 @@ use crate::jobs::runner::{Final, Lane, Runner, caught, panicked};
 struct Budget;
 
 impl Lane for Budget {
-    type Stop = std::convert::Infallible;
-    type Error = std::convert::Infallible;
+    type Stop = Infallible;
+    type Error = Infallible;
 
     fn save_gap(&self) -> std::time::Duration {
         std::time::Duration::ZERO
@@ -23,6 +25,26 @@ impl Lane for Budget {
         _by: Option<tokio::time::Instant>,
     ) -> Result<Option<Self::Stop>, Self::Error> {
         Ok(None)
+    }
+}
+
+/// The preflight, then the steps, as the synchronous lane runs them. A panicking preflight
+/// or step ends the call with -32603, as it fails a task on the task lane: the connection, the
+/// server and the tenant's place are kept.
+async fn preflight_and_steps(tool: &Arc<dyn Tool>, runner: &mut Runner) -> Final<Infallible> {
+    match caught(tool.preflight(runner.ctx())).await {
+        Some(Ok(Preflight::Proceed(cp))) => {
+            if runner.ctx().raw_checkpoint().is_null() && !cp.is_null() {
+                runner.ctx_mut().set_checkpoint(cp);
+            }
+        }
+        Some(Ok(Preflight::NeedInput(reqs))) => return Final::Ask(reqs),
+        Some(Err(e)) => return Final::Failed(e),
+        None => return Final::Panicked,
+    }
+    match runner.run(tool, &mut Budget).await {
+        Ok(end) => end,
+        Err(never) => match never {},
     }
 }
 
@@ -47,24 +69,7 @@ impl McpService {
         };
         let budget = plan.budget.saturating_sub(waiting.elapsed());
         let mut runner = Runner::new(ctx, &Budget);
-        // A panicking preflight or step ends this call with -32603, as it fails a task on the
-        // task lane: the connection, the server and the tenant's place are kept.
-        let run = async {
-            match caught(tool.preflight(runner.ctx())).await {
-                Some(Ok(Preflight::Proceed(cp))) => {
-                    if runner.ctx().raw_checkpoint().is_null() && !cp.is_null() {
-                        runner.ctx_mut().set_checkpoint(cp);
-                    }
-                }
-                Some(Ok(Preflight::NeedInput(reqs))) => return Final::Ask(reqs),
-                Some(Err(e)) => return Final::Failed(e),
-                None => return Final::Panicked,
-            }
-            match runner.run(tool, &mut Budget).await {
-                Ok(end) => end,
-                Err(never) => match never {},
-            }
-        };
+        let run = preflight_and_steps(tool, &mut runner);
         let started = std::time::Instant::now();
         let out = tokio::select! {
             out = tokio::time::timeout(budget, run) => out.map_err(|_| Ended::Budget),
