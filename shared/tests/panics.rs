@@ -1,6 +1,7 @@
 //! A panicking tool means the same on both lanes, over real HTTP: a synchronous call answers
 //! `-32603` (an internal error whose text says nothing of the panic's) and the keep-alive
-//! connection it came on serves the next request; as a task, the same tool fails its task.
+//! connection it came on serves the next request; as a task, the same tool fails its task. A
+//! panicking preflight answers `-32603` on either lane, the connection kept too.
 //!
 //! The local server runs in this process with a test tool of its own (the binary's tools never
 //! panic on purpose), on a free loopback port, and is spoken to with hand-written HTTP/1.1 so
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use mcp_tasks_core::jobs::{JobContext, JobError, Step, text_result};
 use mcp_tasks_core::local::{LocalOptions, LocalServer, start};
-use mcp_tasks_core::tools::{Policy, Tool, ToolDef};
+use mcp_tasks_core::tools::{Policy, Preflight, Tool, ToolDef};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -20,7 +21,8 @@ use tokio::net::TcpStream;
 /// What the panic says: it must never reach a client.
 const PANIC_TEXT: &str = "secret-panic-text-4f1c";
 
-/// Panics when its arguments say `"panic": true`; otherwise answers at once.
+/// Panics in its step when its arguments say `"panic": true`, in its preflight when they say
+/// `"panic": "preflight"`; otherwise answers at once.
 struct Panicky {
     def: ToolDef,
 }
@@ -29,6 +31,13 @@ struct Panicky {
 impl Tool for Panicky {
     fn def(&self) -> &ToolDef {
         &self.def
+    }
+
+    async fn preflight(&self, ctx: &JobContext) -> Result<Preflight, JobError> {
+        if ctx.arguments()["panic"] == "preflight" {
+            panic!("{PANIC_TEXT}");
+        }
+        Ok(Preflight::Proceed(Value::Null))
     }
 
     async fn step(&self, ctx: &JobContext) -> Result<Step, JobError> {
@@ -147,11 +156,11 @@ async fn a_panicking_tool_answers_32603_inline_keeps_the_connection_and_fails_it
     let mut conn = Conn::open(&s).await;
 
     // The synchronous lane: -32603, nothing of the panic's text, and the connection kept.
-    let call = |id, panic, tasks| {
+    let call = |id, panic: Value, tasks| {
         let args = json!({"name": "panicky", "arguments": {"panic": panic}});
         request(id, "tools/call", args, tasks)
     };
-    let (status, head, answer) = conn.post(&call(1, true, false)).await;
+    let (status, head, answer) = conn.post(&call(1, json!(true), false)).await;
     assert_eq!(status, 200, "{head}{answer}");
     assert_eq!(answer["error"]["code"], -32603, "{answer}");
     assert_eq!(answer["error"]["message"], "The job failed unexpectedly");
@@ -160,7 +169,7 @@ async fn a_panicking_tool_answers_32603_inline_keeps_the_connection_and_fails_it
         !head.to_ascii_lowercase().contains("connection: close"),
         "{head}"
     );
-    let (status, _, answer) = conn.post(&call(2, false, false)).await;
+    let (status, _, answer) = conn.post(&call(2, json!(false), false)).await;
     assert_eq!(status, 200);
     assert_eq!(
         answer["result"]["content"][0]["text"], "fine",
@@ -168,7 +177,7 @@ async fn a_panicking_tool_answers_32603_inline_keeps_the_connection_and_fails_it
     );
 
     // The task lane: the same tool fails its task with the same error.
-    let (_, _, created) = conn.post(&call(3, true, true)).await;
+    let (_, _, created) = conn.post(&call(3, json!(true), true)).await;
     let id = created["result"]["taskId"]
         .as_str()
         .unwrap_or_else(|| panic!("a task: {created}"))
@@ -188,4 +197,14 @@ async fn a_panicking_tool_answers_32603_inline_keeps_the_connection_and_fails_it
     assert_eq!(task["error"]["code"], -32603, "{task}");
     assert_eq!(task["error"]["message"], "The job failed unexpectedly");
     assert!(!task.to_string().contains(PANIC_TEXT), "{task}");
+
+    // A preflight that panics means the same, on either lane: -32603, the connection kept.
+    for (id, tasks) in [(5, true), (6, false)] {
+        let (status, _, answer) = conn.post(&call(id, json!("preflight"), tasks)).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["error"]["code"], -32603, "tasks: {tasks}: {answer}");
+        assert!(!answer.to_string().contains(PANIC_TEXT), "{answer}");
+    }
+    let (_, _, answer) = conn.post(&call(7, json!(false), false)).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "fine", "{answer}");
 }

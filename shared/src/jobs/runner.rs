@@ -370,6 +370,17 @@ pub async fn caught<T>(f: impl Future<Output = T>) -> Option<T> {
     AssertUnwindSafe(f).catch_unwind().await.ok()
 }
 
+/// A preflight's answer, or the error its panic leaves (as a panicking step's does): a task
+/// lane's call answers it, its connection kept.
+pub async fn preflight_caught<T>(
+    f: impl Future<Output = Result<T, JobError>>,
+) -> Result<T, JobError> {
+    caught(f).await.unwrap_or_else(|| {
+        tracing::error!("job preflight panicked");
+        Err(JobError::Protocol(panicked()))
+    })
+}
+
 /// Sleeps until `at`, or forever when there is none.
 async fn sleep_until_opt(at: Option<Instant>) {
     match at {
