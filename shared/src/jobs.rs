@@ -29,7 +29,7 @@ use crate::protocol::ErrorObject;
 use crate::tenant::Tenant;
 
 pub(crate) mod args;
-pub(crate) mod runner;
+pub mod runner;
 
 pub use runner::{PARK_AFTER, SAVE_BYTES, save_gap};
 

@@ -11,7 +11,7 @@
 //!   codes, sealed `requestState`;
 //! - [`engine`] — creating tasks and serving `tasks/get|update|cancel` over the ports;
 //! - [`worker`] — running jobs under a lease, with checkpoints, cancellation and hand-over;
-//! - [`jobs`] — the step-wise job API tools implement;
+//! - [`jobs`] — the step-wise job API tools implement, and the one runner of its steps;
 //! - [`tools`] — typed tools, the tool registry, the built-in tools (one file each), the
 //!   conformance fixtures, and (feature `testkit`) the kit that runs a tool in a test;
 //! - [`declared`] — tools from a manifest whose steps run elsewhere (a Lambda function, an

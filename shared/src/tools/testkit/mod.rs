@@ -21,16 +21,19 @@
 //! }
 //! ```
 //!
-//! What it does as the worker does ([`crate::worker`]): a run is one [`JobContext`] (so
-//! [`JobContext::first_step_of_run`] is true on its first step); `Continue` moves the
-//! checkpoint on and saves it when [`ToolKit::save_every`] has passed since the last save (by
-//! default after every step; the worker's is a second); `NeedInput` saves the checkpoint and
-//! parks the task `input_required` (an empty request or a reused key fails it, as the worker
-//! does); the answers are kept, and the next run sees them all; a tool error completes the
-//! task with `isError: true`, a protocol error or invalid arguments fail it; a panicking step
-//! fails it with the worker's error. A synchronous call ([`ToolKit::start_inline`], and
-//! synchronous tools always) runs as the request handler runs it: the preflight again at the
-//! start of every round, input asked in SEP-2322 rounds, nothing saved.
+//! Its steps are taken by the server's own job runner ([`crate::jobs::runner`]), over a lane
+//! that keeps the task record in memory, so it does what the worker does ([`crate::worker`]):
+//! a run is one [`JobContext`] (so [`JobContext::first_step_of_run`] is true on its first
+//! step); `Continue` moves the checkpoint on and saves it when [`ToolKit::save_every`] has
+//! passed since the last save (by default after every step; the worker's is a second); a task's
+//! sleep of a second or more parks it (saved, then slept through in place), a shorter one is
+//! slept in place; `NeedInput` saves the checkpoint and parks the task `input_required` (an
+//! empty request or a reused key fails it, as the worker does); the answers are kept, and the
+//! next run sees them all; a tool error completes the task with `isError: true`, a protocol
+//! error or invalid arguments fail it; a panicking step fails it with the worker's error. A
+//! synchronous call ([`ToolKit::start_inline`], and synchronous tools always) runs as the
+//! request handler runs it: the preflight again at the start of every round, input asked in
+//! SEP-2322 rounds, nothing saved.
 //!
 //! What it leaves out: the per-task quotas (see [`ToolKit::claim`]), the synchronous time
 //! budget, leases, hand-over between processes other than [`Job::hand_over`], and the
