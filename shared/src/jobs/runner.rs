@@ -388,3 +388,169 @@ async fn sleep_until_opt(at: Option<Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::convert::Infallible;
+    use std::sync::Mutex;
+
+    use serde_json::{Map, json};
+
+    use super::*;
+    use crate::jobs::{ProgressSink, text_result};
+
+    /// Answers from a script, one per step (`None`: panics).
+    struct Script(Mutex<VecDeque<Option<Step>>>);
+
+    impl Script {
+        fn of(steps: Vec<Option<Step>>) -> Self {
+            Self(Mutex::new(steps.into()))
+        }
+    }
+
+    impl Steps for Script {
+        fn step<'a>(&'a self, _ctx: &'a JobContext) -> StepFuture<'a> {
+            let next = self.0.lock().unwrap().pop_front().expect("a scripted step");
+            Box::pin(async move {
+                match next {
+                    Some(step) => Ok(step),
+                    None => panic!("a scripted panic"),
+                }
+            })
+        }
+    }
+
+    /// Records what it saved; its gap is `gap`.
+    #[derive(Default)]
+    struct Saves {
+        gap: Duration,
+        saved: Vec<Value>,
+    }
+
+    impl Lane for Saves {
+        type Stop = Infallible;
+        type Error = Infallible;
+
+        fn save_gap(&self) -> Duration {
+            self.gap
+        }
+
+        async fn save(
+            &mut self,
+            ctx: &JobContext,
+            _by: Option<Instant>,
+        ) -> Result<Option<Infallible>, Infallible> {
+            self.saved.push(ctx.raw_checkpoint().clone());
+            Ok(None)
+        }
+    }
+
+    fn ctx(parking: bool) -> JobContext {
+        let sink = ProgressSink::latest_only();
+        let ctx = JobContext::new(json!({}), Value::Null, Map::new(), json!({}), sink);
+        if parking { ctx.parking() } else { ctx }
+    }
+
+    async fn run(
+        steps: Vec<Option<Step>>,
+        lane: &mut Saves,
+        parking: bool,
+    ) -> (Final<Infallible>, Value) {
+        let mut runner = Runner::new(ctx(parking), lane);
+        let Ok(end) = runner.run(&Script::of(steps), lane).await;
+        (end, runner.ctx().raw_checkpoint().clone())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_step_ends_the_run_as_panicked() {
+        let mut lane = Saves::default();
+        let (end, cp) = run(vec![Some(Step::Continue(json!(1))), None], &mut lane, true).await;
+        assert!(matches!(end, Final::Panicked), "{end:?}");
+        assert_eq!((cp, lane.saved), (json!(1), vec![json!(1)]));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn asking_from_a_new_checkpoint_moves_it_on_first() {
+        let asks = BTreeMap::from([("k".to_owned(), json!({"method": "elicitation/create"}))]);
+        let mut lane = Saves::default();
+        let steps = vec![Some(Step::NeedInputAt(json!("asked"), asks.clone()))];
+        let (end, cp) = run(steps, &mut lane, true).await;
+        assert!(matches!(end, Final::Ask(ref r) if *r == asks), "{end:?}");
+        assert_eq!(cp, json!("asked"));
+        assert!(
+            lane.saved.is_empty(),
+            "the driver saves an ask with its ending"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn continues_are_saved_at_the_lanes_pace() {
+        let mut lane = Saves {
+            gap: Duration::from_secs(1),
+            ..Saves::default()
+        };
+        let steps = vec![
+            Some(Step::Continue(json!(1))),
+            // Slept in place (shorter than PARK_AFTER), then a Continue: due by now.
+            Some(Step::Sleep(json!(2), Duration::from_millis(1500))),
+            Some(Step::Continue(json!(3))),
+            Some(Step::Done(text_result("done"))),
+        ];
+        let (end, _) = run(steps, &mut lane, false).await;
+        assert!(matches!(end, Final::Done(_)), "{end:?}");
+        assert_eq!(
+            lane.saved,
+            vec![json!(2)],
+            "only the step a second after the start"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_long_sleep_parks_no_sooner_than_the_next_save_where_sleep_is_free() {
+        let mut lane = Saves {
+            gap: Duration::from_secs(10),
+            ..Saves::default()
+        };
+        let steps = vec![Some(Step::Sleep(json!("s"), Duration::from_secs(2)))];
+        let (end, cp) = run(steps, &mut lane, true).await;
+        assert!(
+            matches!(end, Final::Park(d) if d >= Duration::from_secs(9)),
+            "{end:?}"
+        );
+        assert_eq!(cp, json!("s"));
+        // Where sleep is not free (an inline call), the same sleep is slept in place.
+        let steps = vec![
+            Some(Step::Sleep(json!("s"), Duration::from_secs(2))),
+            Some(Step::Done(text_result("done"))),
+        ];
+        let (end, _) = run(steps, &mut Saves::default(), false).await;
+        assert!(matches!(end, Final::Done(_)), "{end:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_past_its_deadline_hands_over_after_its_first_step() {
+        let mut lane = Saves::default();
+        let ctx = ctx(true).until(Some(Instant::now()));
+        let mut runner = Runner::new(ctx, &lane);
+        let script = Script::of(vec![Some(Step::Continue(json!(1)))]);
+        let Ok(end) = runner.run(&script, &mut lane).await;
+        assert!(matches!(end, Final::HandOver), "{end:?}");
+        assert_eq!(runner.ctx().raw_checkpoint(), &json!(1), "one step first");
+    }
+
+    #[test]
+    fn a_failure_completes_or_fails_its_task_by_kind() {
+        assert_eq!(
+            task_end(JobError::Tool("no".into())),
+            Ok(tool_error_result("no"))
+        );
+        assert_eq!(
+            task_end(JobError::InvalidParams("bad".into()))
+                .unwrap_err()
+                .code,
+            INVALID_PARAMS
+        );
+        assert_eq!(panicked().message, "The job failed unexpectedly");
+    }
+}
