@@ -9,6 +9,10 @@
 //! - inline for a synchronous `tools/call` (input asked through SEP-2322 `InputRequiredResult`
 //!   rounds, the checkpoint travelling in the sealed `requestState`).
 //!
+//! Whoever drives it, one [`runner`] runs the steps: the checkpoint cadence, input, sleeping
+//! and parking, a panicking step, the deadline and the per-task limits mean the same on every
+//! lane.
+//!
 //! A step that asked for input is run again, with the same checkpoint, once answers arrive, so
 //! it must look at [`JobContext::input`] before asking. Steps should stay short (about a second
 //! or less); long waits are fine as they are cancelled by dropping the step's future.
@@ -25,6 +29,9 @@ use crate::protocol::ErrorObject;
 use crate::tenant::Tenant;
 
 pub(crate) mod args;
+pub mod runner;
+
+pub use runner::{PARK_AFTER, SAVE_BYTES, save_gap};
 
 /// What one step decided.
 #[derive(Debug, Clone, PartialEq)]

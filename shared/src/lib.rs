@@ -11,7 +11,7 @@
 //!   codes, sealed `requestState`;
 //! - [`engine`] — creating tasks and serving `tasks/get|update|cancel` over the ports;
 //! - [`worker`] — running jobs under a lease, with checkpoints, cancellation and hand-over;
-//! - [`jobs`] — the step-wise job API tools implement;
+//! - [`jobs`] — the step-wise job API tools implement, and the one runner of its steps;
 //! - [`tools`] — the Tool trait, typed tools, the tool registry, and (feature `testkit`) the
 //!   kit that runs a tool in a test (the built-in tools and the conformance fixtures live in
 //!   the `tools/` crates, outside this library);

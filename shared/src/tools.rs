@@ -125,6 +125,14 @@ impl std::fmt::Debug for dyn Tool {
     }
 }
 
+/// A tool's job, for the runner that steps it (as the worker, the synchronous lane and the
+/// test kit do).
+impl crate::jobs::runner::Steps for Arc<dyn Tool> {
+    fn step<'a>(&'a self, ctx: &'a JobContext) -> crate::jobs::runner::StepFuture<'a> {
+        Tool::step(&**self, ctx)
+    }
+}
+
 /// The tools of one server, in a fixed order, with the `tools/list` body built once.
 pub struct Registry {
     tools: Vec<Arc<dyn Tool>>,

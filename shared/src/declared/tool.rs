@@ -172,7 +172,7 @@ impl Tool for DeclaredTool {
                 // step of a run always goes ahead, or a short run would hand over forever).
                 return Ok(Step::Sleep(
                     ctx.raw_checkpoint().clone(),
-                    crate::worker::PARK_AFTER,
+                    crate::jobs::PARK_AFTER,
                 ));
             }
             timeout = timeout.min(left.max(Duration::from_secs(1)));

@@ -106,7 +106,8 @@ impl McpService {
         }
         if as_task {
             let ctx = make_ctx(ProgressSink::latest_only());
-            let outcome = match tool.preflight(&ctx).await {
+            let preflight = crate::jobs::runner::preflight_caught(tool.preflight(&ctx));
+            let outcome = match preflight.await {
                 Ok(Preflight::Proceed(cp)) => {
                     let caps = meta.client_capabilities.clone();
                     match self.create(tenant, name, &arguments, cp, caps).await {

@@ -263,7 +263,8 @@ impl McpService {
             )),
             (_, true) => {
                 let ctx = make_ctx(ProgressSink::latest_only());
-                let checkpoint = match tool.preflight(&ctx).await {
+                let preflight = crate::jobs::runner::preflight_caught(tool.preflight(&ctx));
+                let checkpoint = match preflight.await {
                     Ok(Preflight::Proceed(cp)) => cp,
                     Ok(Preflight::NeedInput(_)) => return Err(needs_input(&name)),
                     Err(e) => return self.legacy_job_error(e).map(Answer::Json),

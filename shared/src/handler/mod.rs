@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::auth::{AuthFailure, Authenticator, challenge};
 use crate::clock::now_ms;
 use crate::engine::{CreateError, Engine};
-use crate::jobs::{JobContext, JobError, ProgressSink, Step};
+use crate::jobs::{JobContext, JobError, ProgressSink};
 use crate::metrics::{self, name as metric};
 use crate::protocol::envelope::{self, Incoming};
 use crate::protocol::headers::{

@@ -7,6 +7,7 @@ use http::{HeaderName, HeaderValue, Method};
 
 use super::*;
 use crate::engine::{Engine, TaskSettings};
+use crate::jobs::Step;
 use crate::protocol::PROTOCOL_VERSION;
 use crate::protocol::state::StateSealer;
 use crate::queue::LocalQueue;

@@ -40,11 +40,3 @@ pub(super) async fn before<T>(
         None => Some(f.await),
     }
 }
-
-/// Sleeps until `at`, or forever when there is no deadline.
-pub(super) async fn sleep_until_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}

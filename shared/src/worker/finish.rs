@@ -28,6 +28,58 @@ impl Worker {
         }
     }
 
+    /// Parks the job on input requests from `checkpoint`; a job that asked incorrectly (no
+    /// request, a key it used before) fails.
+    pub(super) async fn ask(
+        &self,
+        task: &mut TaskRecord,
+        owner: &str,
+        checkpoint: &Value,
+        requests: std::collections::BTreeMap<String, Value>,
+    ) -> Result<Outcome, WorkerError> {
+        if let Err(e) = task.clone().require_input(requests.clone()) {
+            tracing::error!(task_id = %task.task_id, error = %e, "job asked for input incorrectly");
+            let err = internal("The job asked for input incorrectly");
+            return self.finish(task, owner, |t| t.fail(err.clone())).await;
+        }
+        let cp = checkpoint.clone();
+        let out = self
+            .finish(task, owner, move |t| {
+                t.checkpoint = cp.clone();
+                t.require_input(requests.clone())
+            })
+            .await?;
+        Ok(match out {
+            Outcome::Finished(TaskStatus::InputRequired) => Outcome::WaitingForInput,
+            other => other,
+        })
+    }
+
+    /// Parks a sleeping job for `d` from `checkpoint`: saved with its latest progress and a
+    /// poll interval that suits the sleep, the lease released, a message delayed until it
+    /// wakes.
+    pub(super) async fn park(
+        &self,
+        task: &mut TaskRecord,
+        owner: &str,
+        checkpoint: &Value,
+        progress: &ProgressSink,
+        deadline: Option<Instant>,
+        d: Duration,
+    ) -> Result<Outcome, WorkerError> {
+        if let Some(m) = progress.latest_message() {
+            task.status_message = Some(m);
+        }
+        let floor = self.settings.poll_interval_floor;
+        task.poll_interval_ms = crate::jobs::poll_interval_for(d, floor).as_millis() as u64;
+        let wake = Wake {
+            at_ms: now_ms() + d.as_millis() as u64,
+            delay: d,
+        };
+        self.hand_over(task, checkpoint, owner, deadline, Some(wake))
+            .await
+    }
+
     /// Applies a final change with a conditional write, re-reading on lost races. A cancel
     /// request seen on re-read wins over the change (the client asked first); a run that has
     /// lost its lease writes nothing.

@@ -14,23 +14,22 @@
 //! recovery, or the sweep) resumes from it. Every terminal write is conditional, so a job
 //! completes at most once.
 //!
-//! Where things are: taking the task and its lease in `lease`, the run and its checks in `run`,
-//! how a run ends (finished, failed, interrupted, handed over, parked) in `finish`, and the
-//! deadline arithmetic both use in `deadline` (so `run` imports from `finish`, never back).
+//! Where things are: taking the task and its lease in `lease`; the run in `run`, whose steps
+//! the job runner ([`crate::jobs::runner`]) takes against the store (its saves and checks);
+//! how a run ends (finished, failed, interrupted, asking, handed over, parked) in `finish`; and
+//! the deadline arithmetic both use in `deadline` (so `run` imports from `finish`, never back).
 
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures_util::FutureExt as _;
 use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::clock::now_ms;
-use crate::jobs::{JobContext, JobError, ProgressSink, Step, tool_error_result};
+use crate::jobs::{JobContext, ProgressSink};
 use crate::metrics::{self, name as metric};
-use crate::protocol::{ErrorObject, INVALID_PARAMS};
+use crate::protocol::ErrorObject;
 use crate::queue::{WorkKind, WorkMessage, WorkQueue};
 use crate::store::{StoreError, TaskStore};
 use crate::task::{Lease, TaskRecord, TaskStatus};
@@ -104,18 +103,9 @@ impl Default for WorkerSettings {
 /// admitted against it.
 const WALL_GRACE: Duration = Duration::from_secs(60);
 
-/// The record bytes a job may write per [`WorkerSettings::checkpoint_every`] (a second by
-/// default): a record larger than this is saved (and parked) proportionally less often, so one
-/// job costs at most about four DynamoDB write units a second whatever its checkpoint's size,
-/// and a tenant at most that many times its running places (docs/step-protocol.md, "At least
-/// once").
-pub const SAVE_BYTES: usize = 4 * 1024;
-
-/// The least time between two writes of a record `bytes` long: `every`, times the number of
-/// [`SAVE_BYTES`] the record holds when it holds more than one.
-pub fn save_gap(every: Duration, bytes: usize) -> Duration {
-    every.mul_f64((bytes as f64 / SAVE_BYTES as f64).max(1.0))
-}
+/// The checkpoint cadence and the park threshold every job runs at, here where the worker's
+/// callers have long found them.
+pub use crate::jobs::{PARK_AFTER, SAVE_BYTES, save_gap};
 
 /// What became of one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -370,10 +360,6 @@ impl Worker {
         }
     }
 }
-
-/// A sleep shorter than this is slept in place: a message, a write and an invocation cost
-/// more than a second of the run it would free.
-pub const PARK_AFTER: Duration = Duration::from_secs(1);
 
 /// When a parked job wakes, and the delay of the message that brings it back.
 #[derive(Debug, Clone, Copy)]

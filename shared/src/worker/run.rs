@@ -1,15 +1,80 @@
-//! A run: the steps of a job under a lease, the checks between them, and the deadline.
+//! A run: the steps of a job under a lease, run by the job runner ([`crate::jobs::runner`])
+//! against the store (the lane: saves, checks, the per-task limits), and what its end becomes.
 
-use super::deadline::{in_time, sleep_until_opt};
+use super::deadline::in_time;
 use super::finish::adopt;
 use super::*;
+use crate::jobs::runner::{Final, Lane, Runner, panicked, task_end};
 use crate::store::record_len;
 
+/// The worker's lane: a run against the store, under a lease. Its saves and checks are
+/// conditional writes and reads of the task; its limits are the per-task quotas.
+struct StoreLane<'w> {
+    worker: &'w Worker,
+    task: TaskRecord,
+    owner: &'w str,
+    progress: ProgressSink,
+    /// What earlier runs used, and when this one started: with this run's, held to the
+    /// per-task quotas.
+    base_cpu_ms: u64,
+    base_run_ms: u64,
+    started: Instant,
+    /// The tool's own limit on running time, when it has one.
+    wall: Option<Duration>,
+    release: Option<Release>,
+}
+
+impl Lane for StoreLane<'_> {
+    type Stop = Interrupt;
+    type Error = WorkerError;
+
+    fn save_gap(&self) -> Duration {
+        // The record's size says how long: a large checkpoint is saved less often.
+        save_gap(
+            self.worker.settings.checkpoint_every,
+            record_len(&self.task),
+        )
+    }
+
+    fn check_every(&self) -> Option<Duration> {
+        Some(self.worker.settings.check_every)
+    }
+
+    async fn save(
+        &mut self,
+        ctx: &JobContext,
+        by: Option<Instant>,
+    ) -> Result<Option<Interrupt>, WorkerError> {
+        let (task, owner, progress) = (&mut self.task, self.owner, &self.progress);
+        self.worker.save_step(task, ctx, progress, owner, by).await
+    }
+
+    async fn check(&mut self, by: Option<Instant>) -> Result<Option<Interrupt>, WorkerError> {
+        let (task, owner, progress) = (&mut self.task, self.owner, &self.progress);
+        in_time(by, self.worker.check(task, owner, progress)).await
+    }
+
+    fn account(&mut self, ctx: &JobContext) {
+        self.task.cpu_ms = self.base_cpu_ms + ctx.cpu_used_ms();
+        self.task.run_ms = self.base_run_ms + self.started.elapsed().as_millis() as u64;
+    }
+
+    fn over_quota(&self) -> Option<crate::quota::QuotaExceeded> {
+        self.worker.over_quota(&self.task, self.wall)
+    }
+
+    fn released(&self) -> bool {
+        self.release.as_ref().is_some_and(|r| *r.borrow())
+    }
+}
+
 impl Worker {
+    /// Runs `task`'s job under the lease `owner` holds, until it ends, asks, parks or hands
+    /// over (by `deadline`, when the invocation has one, or once `release` turns true).
     pub(super) async fn run(
         &self,
         tool: Arc<dyn Tool>,
-        mut task: TaskRecord,
+        task: TaskRecord,
         arguments: Value,
         owner: &str,
         deadline: Option<Instant>,
@@ -25,203 +90,79 @@ impl Worker {
         )
         .for_tenant(&task.tenant)
         .for_task(&task.task_id, task.interruptions)
-        .parking();
-        let policy = tool.run_policy();
-        // What earlier runs used, plus this run's, against the per-task quotas.
-        let (base_cpu_ms, base_run_ms, run_started) = (task.cpu_ms, task.run_ms, Instant::now());
-        // Keep the margin, but never more than half of the time left. And whatever the
-        // deadline says, every run completes at least one step before it hands over: a job can
-        // then never be handed on and on without progress (a step that outlives the
-        // invocation is killed with it, and the runs that die are counted).
-        let stop_at = deadline.map(|d| {
+        .parking()
+        .until(self.stop_at(&task, deadline));
+        let mut lane = StoreLane {
+            worker: self,
+            base_cpu_ms: task.cpu_ms,
+            base_run_ms: task.run_ms,
+            started: Instant::now(),
+            wall: tool.run_policy().max_task_wall,
+            task,
+            owner,
+            progress,
+            release,
+        };
+        let mut runner = Runner::new(ctx, &lane);
+        let end = runner.run(&tool, &mut lane).await?;
+        let checkpoint = runner.ctx().raw_checkpoint();
+        let StoreLane {
+            mut task, progress, ..
+        } = lane;
+        let task = &mut task;
+        match end {
+            Final::Done(result) => {
+                // A finished task keeps its result, not what running it needed: the room is
+                // the result's (so any result a declared target may answer fits).
+                self.finish(task, owner, |t| {
+                    t.checkpoint = Value::Null;
+                    t.input_requests.clear();
+                    t.input_responses.clear();
+                    t.complete(result.clone())
+                })
+                .await
+            }
+            Final::Failed(e) => match task_end(e) {
+                Ok(result) => {
+                    self.finish(task, owner, |t| t.complete(result.clone()))
+                        .await
+                }
+                Err(err) => self.finish(task, owner, |t| t.fail(err.clone())).await,
+            },
+            Final::Panicked => {
+                tracing::error!(task_id = %task.task_id, tool = %task.tool, "job step panicked");
+                let err = panicked();
+                self.finish(task, owner, |t| t.fail(err.clone())).await
+            }
+            Final::Ask(requests) => self.ask(task, owner, checkpoint, requests).await,
+            Final::Park(d) => {
+                self.park(task, owner, checkpoint, &progress, deadline, d)
+                    .await
+            }
+            Final::HandOver => {
+                self.hand_over(task, checkpoint, owner, deadline, None)
+                    .await
+            }
+            Final::OverQuota(over) => self.stop_at_quota(&tool, task, owner, over).await,
+            Final::Stopped(why) => {
+                self.interrupted(task, owner, why, checkpoint, deadline)
+                    .await
+            }
+        }
+    }
+
+    /// When a run with this `deadline` hands over: the margin before it, but never more than
+    /// half of the time left. And whatever the deadline says, every run completes at least one
+    /// step before it hands over: a job can then never be handed on and on without progress (a
+    /// step that outlives the invocation is killed with it, and the runs that die are counted).
+    fn stop_at(&self, task: &TaskRecord, deadline: Option<Instant>) -> Option<Instant> {
+        deadline.map(|d| {
             let left = d.saturating_duration_since(Instant::now());
             if left < self.settings.deadline_margin {
                 tracing::warn!(task_id = %task.task_id, left_ms = left.as_millis() as u64, "short invocation: running one step before handing over");
             }
             d - self.settings.deadline_margin.min(left / 2)
-        });
-        let mut ctx = ctx.until(stop_at);
-        // A task woken (or handed over) past its running-time limit stops before it asks for
-        // another step: the limit holds whatever the last step answered.
-        if let Some(over) = self.over_quota(&task, policy.max_task_wall) {
-            return self.stop_at_quota(&tool, &mut task, owner, over).await;
-        }
-        let mut stepped = false;
-        let mut next_check = Instant::now() + self.settings.check_every;
-        // Taking the lease was a write: the next one is owed a gap from now, as long as the
-        // record's size says (a large checkpoint is saved less often).
-        let mut last_save = Instant::now();
-        let mut gap = save_gap(self.settings.checkpoint_every, record_len(&task));
-        let released = || release.as_ref().is_some_and(|r| *r.borrow());
-        loop {
-            // Between steps only: a step asked to stop early is never cut short.
-            if stepped && (stop_at.is_some_and(|s| Instant::now() >= s) || released()) {
-                return self
-                    .hand_over(&mut task, ctx.raw_checkpoint(), owner, deadline, None)
-                    .await;
-            }
-            let step = {
-                // A panicking step fails its task instead of taking the worker down with it.
-                let fut = AssertUnwindSafe(tool.step(&ctx)).catch_unwind();
-                tokio::pin!(fut);
-                loop {
-                    tokio::select! {
-                        out = &mut fut => break Ok(out),
-                        _ = tokio::time::sleep_until(next_check) => {
-                            next_check = Instant::now() + self.settings.check_every;
-                            // A hung store call must not hold the run past its hand-over
-                            // once a step is done (the first step always completes: the
-                            // promise that every run makes progress).
-                            let by = if stepped { stop_at } else { None };
-                            if let Some(i) = in_time(by, self.check(&mut task, owner, &progress)).await? {
-                                break Err(i);
-                            }
-                        }
-                        // Dropping the step loses only its own work: the checkpoint before it
-                        // is what the continuation resumes from.
-                        _ = sleep_until_opt(stop_at), if stepped => break Err(Interrupt::Deadline),
-                    }
-                }
-            };
-            stepped = true;
-            let step = match step {
-                // Asking from a new checkpoint: the checkpoint moves on, then it is an ask.
-                Ok(Ok(Ok(Step::NeedInputAt(cp, requests)))) => {
-                    ctx.set_checkpoint(cp);
-                    Ok(Step::NeedInput(requests))
-                }
-                Ok(Ok(s)) => s,
-                Ok(Err(_panic)) => {
-                    tracing::error!(task_id = %task.task_id, tool = %task.tool, "job step panicked");
-                    let err = internal("The job failed unexpectedly");
-                    return self.finish(&mut task, owner, |t| t.fail(err.clone())).await;
-                }
-                Err(i) => {
-                    let cp = ctx.raw_checkpoint();
-                    return self.interrupted(&mut task, owner, i, cp, deadline).await;
-                }
-            };
-            let step = match step {
-                // Too short to be worth a message: slept in place, then saved like any step's
-                // checkpoint (a job pacing its steps this way still saves its progress).
-                Ok(Step::Sleep(cp, d)) if d < PARK_AFTER => {
-                    tokio::time::sleep(d).await;
-                    Ok(Step::Continue(cp))
-                }
-                other => other,
-            };
-            task.cpu_ms = base_cpu_ms + ctx.cpu_used_ms();
-            task.run_ms = base_run_ms + run_started.elapsed().as_millis() as u64;
-            // Every answer that goes on (a next step, a sleep, a question) is held to the
-            // running-time limit; one that ends the job is not stopped short of its end.
-            if matches!(
-                step,
-                Ok(Step::Continue(_) | Step::Sleep(..) | Step::NeedInput(_))
-            ) && let Some(over) = self.over_quota(&task, policy.max_task_wall)
-            {
-                return self.stop_at_quota(&tool, &mut task, owner, over).await;
-            }
-            match step {
-                Ok(Step::Continue(cp)) => {
-                    ctx.set_checkpoint(cp);
-                    if last_save.elapsed() >= gap {
-                        last_save = Instant::now();
-                        if let Some(i) = self
-                            .save_step(&mut task, &ctx, &progress, owner, stop_at)
-                            .await?
-                        {
-                            let cp = ctx.raw_checkpoint();
-                            return self.interrupted(&mut task, owner, i, cp, deadline).await;
-                        }
-                        gap = save_gap(self.settings.checkpoint_every, record_len(&task));
-                        // The write was conditional on the version this run holds: it found
-                        // no cancel request and the lease still ours, as a check would have.
-                        // The next check waits half an interval more than the next
-                        // checkpoint, so a job whose steps are short is written, never read
-                        // (a cancel is seen at the next write); one stuck in a long step is
-                        // still checked within one and a half intervals.
-                        next_check = Instant::now() + self.settings.check_every * 3 / 2;
-                    }
-                    if Instant::now() >= next_check {
-                        next_check = Instant::now() + self.settings.check_every;
-                        if let Some(i) =
-                            in_time(stop_at, self.check(&mut task, owner, &progress)).await?
-                        {
-                            let cp = ctx.raw_checkpoint();
-                            return self.interrupted(&mut task, owner, i, cp, deadline).await;
-                        }
-                    }
-                }
-                Ok(Step::Sleep(cp, d)) => {
-                    ctx.set_checkpoint(cp);
-                    if let Some(m) = progress.latest_message() {
-                        task.status_message = Some(m);
-                    }
-                    // Parking writes the record: a large one parks no more often than it
-                    // would be saved (the sleep lasts longer than asked, never shorter).
-                    let d = d.max(gap.saturating_sub(last_save.elapsed()));
-                    let floor = self.settings.poll_interval_floor;
-                    task.poll_interval_ms =
-                        crate::jobs::poll_interval_for(d, floor).as_millis() as u64;
-                    let wake = Wake {
-                        at_ms: now_ms() + d.as_millis() as u64,
-                        delay: d,
-                    };
-                    let cp = ctx.raw_checkpoint().clone();
-                    return self
-                        .hand_over(&mut task, &cp, owner, deadline, Some(wake))
-                        .await;
-                }
-                Ok(Step::NeedInputAt(..)) => unreachable!("made an ask above"),
-                Ok(Step::NeedInput(requests)) => {
-                    if let Err(e) = task.clone().require_input(requests.clone()) {
-                        tracing::error!(task_id = %task.task_id, error = %e, "job asked for input incorrectly");
-                        let err = internal("The job asked for input incorrectly");
-                        return self.finish(&mut task, owner, |t| t.fail(err.clone())).await;
-                    }
-                    let cp = ctx.raw_checkpoint().clone();
-                    let out = self
-                        .finish(&mut task, owner, move |t| {
-                            t.checkpoint = cp.clone();
-                            t.require_input(requests.clone())
-                        })
-                        .await?;
-                    return Ok(match out {
-                        Outcome::Finished(TaskStatus::InputRequired) => Outcome::WaitingForInput,
-                        other => other,
-                    });
-                }
-                Ok(Step::Done(result)) => {
-                    // A finished task keeps its result, not what running it needed: the room
-                    // is the result's (so any result a declared target may answer fits).
-                    return self
-                        .finish(&mut task, owner, |t| {
-                            t.checkpoint = Value::Null;
-                            t.input_requests.clear();
-                            t.input_responses.clear();
-                            t.complete(result.clone())
-                        })
-                        .await;
-                }
-                Err(JobError::Tool(msg)) => {
-                    let result = tool_error_result(msg);
-                    return self
-                        .finish(&mut task, owner, |t| t.complete(result.clone()))
-                        .await;
-                }
-                Err(JobError::Protocol(err)) => {
-                    return self.finish(&mut task, owner, |t| t.fail(err.clone())).await;
-                }
-                Err(JobError::InvalidParams(msg)) => {
-                    let err = ErrorObject {
-                        code: INVALID_PARAMS,
-                        message: msg,
-                        data: None,
-                    };
-                    return self.finish(&mut task, owner, |t| t.fail(err.clone())).await;
-                }
-            }
-        }
+        })
     }
 
     /// Ends a job that went past a per-task limit with the quota's result, and lets its tool

@@ -1,7 +1,52 @@
 //! Running a tool inline for a synchronous call (both lanes): within the call's budget and the
 //! caller's token, on one of its tenant's running places.
 
+use std::convert::Infallible;
+
 use super::*;
+use crate::jobs::runner::{Final, Lane, Runner, caught, panicked};
+
+/// The synchronous lane's: nothing is saved (the checkpoint travels in the sealed
+/// `requestState` of an input round), nothing is checked (the client's connection is the
+/// cancel), no per-task limit but the request's budget, which ends the run by dropping it.
+struct Budget;
+
+impl Lane for Budget {
+    type Stop = Infallible;
+    type Error = Infallible;
+
+    fn save_gap(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+
+    async fn save(
+        &mut self,
+        _ctx: &JobContext,
+        _by: Option<tokio::time::Instant>,
+    ) -> Result<Option<Self::Stop>, Self::Error> {
+        Ok(None)
+    }
+}
+
+/// The preflight, then the steps, as the synchronous lane runs them. A panicking preflight
+/// or step ends the call with -32603, as it fails a task on the task lane: the connection, the
+/// server and the tenant's place are kept.
+async fn preflight_and_steps(tool: &Arc<dyn Tool>, runner: &mut Runner) -> Final<Infallible> {
+    match caught(tool.preflight(runner.ctx())).await {
+        Some(Ok(Preflight::Proceed(cp))) => {
+            if runner.ctx().raw_checkpoint().is_null() && !cp.is_null() {
+                runner.ctx_mut().set_checkpoint(cp);
+            }
+        }
+        Some(Ok(Preflight::NeedInput(reqs))) => return Final::Ask(reqs),
+        Some(Err(e)) => return Final::Failed(e),
+        None => return Final::Panicked,
+    }
+    match runner.run(tool, &mut Budget).await {
+        Ok(end) => end,
+        Err(never) => match never {},
+    }
+}
 
 impl McpService {
     /// Runs a job inline for a synchronous call, within the plan's budget and until the
@@ -9,7 +54,7 @@ impl McpService {
     pub(in crate::handler) async fn run_inline<S: AsRef<str>>(
         &self,
         run: &InlineRun<S>,
-        mut ctx: JobContext,
+        ctx: JobContext,
         plan: InlinePlan,
     ) -> CallOutcome {
         let (tool, tenant, name, arguments) =
@@ -23,48 +68,8 @@ impl McpService {
             Err(CreateError::Failed(e)) => return CallOutcome::Error(e.into()),
         };
         let budget = plan.budget.saturating_sub(waiting.elapsed());
-        let run = async {
-            match tool.preflight(&ctx).await {
-                Ok(Preflight::Proceed(cp)) => {
-                    if ctx.raw_checkpoint().is_null() && !cp.is_null() {
-                        ctx.set_checkpoint(cp);
-                    }
-                }
-                Ok(Preflight::NeedInput(reqs)) => return Ok(Step::NeedInput(reqs)),
-                Err(e) => return Err(e),
-            }
-            loop {
-                match tool.step(&ctx).await? {
-                    Step::Continue(cp) => ctx.set_checkpoint(cp),
-                    // The client waits on this call: the run sleeps in place (within the
-                    // budget, like any step).
-                    Step::Sleep(cp, d) => {
-                        ctx.set_checkpoint(cp);
-                        tokio::time::sleep(d).await;
-                    }
-                    // The checkpoint travels in the sealed requestState of the round.
-                    Step::NeedInputAt(cp, reqs) => {
-                        ctx.set_checkpoint(cp);
-                        return Ok(Step::NeedInput(reqs));
-                    }
-                    other => return Ok(other),
-                }
-            }
-        };
-        // A panicking step ends this call with -32603, as it fails a task on the task lane:
-        // the connection, the server and the tenant's place are kept.
-        let run = async {
-            use futures_util::FutureExt as _;
-            std::panic::AssertUnwindSafe(run)
-                .catch_unwind()
-                .await
-                .unwrap_or_else(|_| {
-                    tracing::error!(tool = name, "job step panicked");
-                    Err(JobError::Protocol(crate::protocol::ErrorObject::internal(
-                        "The job failed unexpectedly",
-                    )))
-                })
-        };
+        let mut runner = Runner::new(ctx, &Budget);
+        let run = preflight_and_steps(tool, &mut runner);
         let started = std::time::Instant::now();
         let out = tokio::select! {
             out = tokio::time::timeout(budget, run) => out.map_err(|_| Ended::Budget),
@@ -80,18 +85,27 @@ impl McpService {
             started.elapsed().as_millis() as u64,
         );
         match out {
-            Ok(Ok(Step::Done(result))) => {
+            Ok(Final::Done(result)) => {
                 let m = result.as_object().cloned().unwrap_or_default();
                 CallOutcome::Result(finish(m, "complete", &self.meta))
             }
-            Ok(Ok(Step::NeedInput(reqs))) => {
-                self.input_required(tenant, name, arguments, &ctx, reqs.into_iter().collect())
+            Ok(Final::Ask(reqs)) => {
+                let ctx = runner.ctx();
+                self.input_required(tenant, name, arguments, ctx, reqs.into_iter().collect())
                     .await
             }
-            Ok(Ok(Step::Continue(_) | Step::Sleep(..) | Step::NeedInputAt(..))) => {
-                unreachable!("the loop only returns final steps")
+            Ok(Final::Failed(e)) => self.job_error(e),
+            Ok(Final::Panicked) => {
+                tracing::error!(tool = name, "job step panicked");
+                self.job_error(JobError::Protocol(panicked()))
             }
-            Ok(Err(e)) => self.job_error(e),
+            Ok(Final::OverQuota(q)) => self.quota_refusal(&q),
+            // The lane has no deadline and sleeps in place: a run that still ended for time
+            // ran out of it, as one over its budget does.
+            Ok(Final::Park(_) | Final::HandOver) => {
+                CallOutcome::Error(McpError::internal_with("The tool did not finish in time"))
+            }
+            Ok(Final::Stopped(never)) => match never {},
             Err(Ended::TokenExpired) => CallOutcome::Error(token_expired()),
             Err(Ended::Budget) if policy == Policy::Optional => {
                 CallOutcome::Error(McpError::tasks_extension_required(format!(

@@ -8,6 +8,7 @@ use http::{HeaderValue, Method};
 
 use super::*;
 use crate::engine::{Engine, TaskSettings};
+use crate::jobs::Step;
 use crate::protocol::PROTOCOL_VERSION;
 use crate::protocol::state::StateSealer;
 use crate::queue::LocalQueue;

@@ -21,16 +21,19 @@
 //! }
 //! ```
 //!
-//! What it does as the worker does ([`crate::worker`]): a run is one [`JobContext`] (so
-//! [`JobContext::first_step_of_run`] is true on its first step); `Continue` moves the
-//! checkpoint on and saves it when [`ToolKit::save_every`] has passed since the last save (by
-//! default after every step; the worker's is a second); `NeedInput` saves the checkpoint and
-//! parks the task `input_required` (an empty request or a reused key fails it, as the worker
-//! does); the answers are kept, and the next run sees them all; a tool error completes the
-//! task with `isError: true`, a protocol error or invalid arguments fail it; a panicking step
-//! fails it with the worker's error. A synchronous call ([`ToolKit::start_inline`], and
-//! synchronous tools always) runs as the request handler runs it: the preflight again at the
-//! start of every round, input asked in SEP-2322 rounds, nothing saved.
+//! Its steps are taken by the server's own job runner ([`crate::jobs::runner`]), over a lane
+//! that keeps the task record in memory, so it does what the worker does ([`crate::worker`]):
+//! a run is one [`JobContext`] (so [`JobContext::first_step_of_run`] is true on its first
+//! step); `Continue` moves the checkpoint on and saves it when [`ToolKit::save_every`] has
+//! passed since the last save (by default after every step; the worker's is a second); a task's
+//! sleep of a second or more parks it (saved, then slept through in place), a shorter one is
+//! slept in place; `NeedInput` saves the checkpoint and parks the task `input_required` (an
+//! empty request or a reused key fails it, as the worker does); the answers are kept, and the
+//! next run sees them all; a tool error completes the task with `isError: true`, a protocol
+//! error or invalid arguments fail it; a panicking step fails it with the worker's error. A
+//! synchronous call ([`ToolKit::start_inline`], and synchronous tools always) runs as the
+//! request handler runs it: the preflight again at the start of every round, input asked in
+//! SEP-2322 rounds, nothing saved.
 //!
 //! What it leaves out: the per-task quotas (see [`ToolKit::claim`]), the synchronous time
 //! budget, leases, hand-over between processes other than [`Job::hand_over`], and the
@@ -40,18 +43,18 @@
 //! message: it is a mistake in the test, not something a client could do.
 
 use std::collections::BTreeMap;
-use std::panic::AssertUnwindSafe;
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::FutureExt as _;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 use super::{Claim, Policy, Preflight, Registry, Tool, ToolDef, TypedTool, typed};
-use crate::jobs::{JobContext, JobError, Progress, ProgressSink, Step, tool_error_result};
-use crate::protocol::{ErrorObject, INVALID_PARAMS, McpError};
+use crate::jobs::runner::{Final, Lane, Runner, Taken, panicked, task_end};
+use crate::jobs::{JobContext, JobError, Progress, ProgressSink, Step};
+use crate::protocol::{ErrorObject, McpError};
 use crate::task::{TaskRecord, TaskStatus};
 use crate::tenant::Tenant;
 
@@ -188,11 +191,41 @@ impl ToolKit {
     }
 }
 
-/// One run of a job: its context, and whether its preflight has run.
+/// One run of a job: the runner (its context and cadence), and whether its preflight has run.
 struct Run {
-    ctx: JobContext,
+    runner: Runner,
     ready: bool,
-    last_save: Instant,
+}
+
+/// The kit's lane: the task record in memory, saved at the kit's pace (an inline call's
+/// checkpoint after every step: it is what its request state would carry).
+struct Memory<'j> {
+    record: &'j mut TaskRecord,
+    save_every: Duration,
+    inline: bool,
+}
+
+impl Lane for Memory<'_> {
+    type Stop = Infallible;
+    type Error = Infallible;
+
+    fn save_gap(&self) -> Duration {
+        if self.inline {
+            Duration::ZERO
+        } else {
+            self.save_every
+        }
+    }
+
+    async fn save(
+        &mut self,
+        ctx: &JobContext,
+        _by: Option<Instant>,
+    ) -> Result<Option<Infallible>, Infallible> {
+        self.record.checkpoint = ctx.raw_checkpoint().clone();
+        self.record.interruptions = 0;
+        Ok(None)
+    }
 }
 
 /// A call of a tool in progress: a task (or an inline call) and the job behind it.
@@ -327,56 +360,55 @@ impl Job {
                 return Ok(Step::NeedInput(requests));
             }
             Err(e) => {
-                self.end(Err(e.clone()));
+                self.end(task_end(e.clone()));
                 return Err(e);
             }
         }
         let run = self.run.as_mut().expect("a run");
-        // A panicking step fails its task instead of taking the worker down with it.
-        let out = AssertUnwindSafe(self.tool.step(&run.ctx))
-            .catch_unwind()
-            .await;
-        self.steps += 1;
-        let out = match out {
-            Ok(out) => out,
-            Err(_panic) => {
-                let e = ErrorObject::internal("The job failed unexpectedly");
-                self.end(Err(JobError::Protocol(e.clone())));
-                return Err(JobError::Protocol(e));
-            }
+        let mut lane = Memory {
+            record: &mut self.record,
+            save_every: self.save_every,
+            inline: self.inline,
         };
-        self.flush_progress();
-        match &out {
-            Ok(Step::Continue(cp)) => {
-                let run = self.run.as_mut().expect("a run");
-                run.ctx.set_checkpoint(cp.clone());
-                self.checkpoint = cp.clone();
-                if self.inline || run.last_save.elapsed() >= self.save_every {
-                    run.last_save = Instant::now();
-                    self.record.checkpoint = cp.clone();
-                    self.record.interruptions = 0;
-                }
-            }
-            // A task parks with its checkpoint saved and comes back when the time is up; an
-            // inline call sleeps in place. Either way the next step resumes from `cp` after
-            // `d` (virtual time, under a paused clock).
-            Ok(Step::Sleep(cp, d)) => {
-                let run = self.run.as_mut().expect("a run");
-                run.ctx.set_checkpoint(cp.clone());
-                self.checkpoint = cp.clone();
-                self.record.checkpoint = cp.clone();
-                self.record.interruptions = 0;
-                run.last_save = Instant::now();
-                tokio::time::sleep(*d).await;
-            }
-            Ok(Step::NeedInput(requests)) => self.ask(requests.clone()),
-            Ok(Step::NeedInputAt(cp, requests)) => {
-                self.checkpoint = cp.clone();
-                self.ask(requests.clone())
-            }
-            other => self.end(other.clone()),
+        let Ok(taken) = run.runner.take(&self.tool, &mut lane).await;
+        self.steps += 1;
+        // What the test sees: the step's answer (a panic: the error its task fails with).
+        let shown = match &taken {
+            Taken::Stepped(out) => out.clone(),
+            Taken::Panicked => Err(JobError::Protocol(panicked())),
+            Taken::HandOver => Ok(Step::Continue(run.runner.ctx().raw_checkpoint().clone())),
+            Taken::Stopped(never) => match *never {},
+        };
+        let Ok(end) = run.runner.apply(taken, &mut lane).await;
+        self.checkpoint = run.runner.ctx().raw_checkpoint().clone();
+        if !matches!(end, Some(Final::Panicked)) {
+            self.flush_progress();
         }
-        out
+        match end {
+            None => {}
+            // A task parks with its checkpoint saved and comes back when the time is up; here
+            // it sleeps in place (virtual time, under a paused clock), in the same run.
+            Some(Final::Park(d)) => {
+                self.record.checkpoint = self.checkpoint.clone();
+                self.record.interruptions = 0;
+                let lane = Memory {
+                    record: &mut self.record,
+                    save_every: self.save_every,
+                    inline: self.inline,
+                };
+                let run = self.run.as_mut().expect("a run");
+                run.runner.saved(&lane);
+                tokio::time::sleep(d).await;
+            }
+            Some(Final::Ask(requests)) => self.ask(requests),
+            Some(Final::Done(result)) => self.end(Ok(result)),
+            Some(Final::Failed(e)) => self.end(task_end(e)),
+            Some(Final::Panicked) => self.end(Err(panicked())),
+            Some(Final::OverQuota(over)) => self.end(Ok(over.to_tool_result())),
+            Some(Final::HandOver) => self.hand_over(),
+            Some(Final::Stopped(never)) => match never {},
+        }
+        shown
     }
 
     /// Runs steps until the job finishes or waits for input; returns its status then.
@@ -483,12 +515,16 @@ impl Job {
         if !self.before_task {
             self.runs += 1;
         }
+        let lane = Memory {
+            record: &mut self.record,
+            save_every: self.save_every,
+            inline: self.inline,
+        };
         self.run = Some(Run {
-            ctx,
+            runner: Runner::new(ctx, &lane),
             // The preflight runs before the task exists, and at the start of every round of
             // an inline call; a task's runs go straight to their steps.
             ready: !(self.before_task || self.inline),
-            last_save: Instant::now(),
         });
     }
 
@@ -498,7 +534,7 @@ impl Job {
         if run.ready {
             return Ok(None);
         }
-        match self.tool.preflight(&run.ctx).await? {
+        match self.tool.preflight(run.runner.ctx()).await? {
             Preflight::NeedInput(requests) => Ok(Some(requests)),
             Preflight::Proceed(cp) => {
                 run.ready = true;
@@ -510,8 +546,8 @@ impl Job {
                     self.record.issued_input_keys.clear();
                     self.new_run();
                     self.run.as_mut().expect("a run").ready = true;
-                } else if run.ctx.raw_checkpoint().is_null() && !cp.is_null() {
-                    run.ctx.set_checkpoint(cp.clone());
+                } else if run.runner.ctx().raw_checkpoint().is_null() && !cp.is_null() {
+                    run.runner.ctx_mut().set_checkpoint(cp.clone());
                     self.checkpoint = cp;
                 }
                 Ok(None)
@@ -534,23 +570,12 @@ impl Job {
         }
     }
 
-    /// Ends the job with a step's final answer.
-    fn end(&mut self, out: Result<Step, JobError>) {
+    /// Ends the job: `Ok(result)` completes it, `Err(error)` fails it.
+    fn end(&mut self, out: Result<Value, ErrorObject>) {
         self.run = None;
         let _ = match out {
-            Ok(Step::Done(result)) => self.record.complete(result),
-            Ok(
-                Step::Continue(_) | Step::NeedInput(_) | Step::NeedInputAt(..) | Step::Sleep(..),
-            ) => {
-                unreachable!("not a final step")
-            }
-            Err(JobError::Tool(msg)) => self.record.complete(tool_error_result(msg)),
-            Err(JobError::Protocol(err)) => self.record.fail(err),
-            Err(JobError::InvalidParams(message)) => self.record.fail(ErrorObject {
-                code: INVALID_PARAMS,
-                message,
-                data: None,
-            }),
+            Ok(result) => self.record.complete(result),
+            Err(err) => self.record.fail(err),
         };
     }
 

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::*;
 use crate::engine::{Engine, TaskSettings};
-use crate::jobs::text_result;
+use crate::jobs::{JobError, Step, text_result};
 use crate::queue::LocalQueue;
 use crate::store::TaskRef;
 use crate::store::memory::MemoryStore;
