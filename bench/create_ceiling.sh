@@ -12,10 +12,11 @@
 # ROUNDS interleaved rounds (per concurrency: store, server, bare store creations); every run
 # starts from an empty data directory under DATA_ROOT (default: a fresh directory in
 # ${TMPDIR:-/tmp}), the same filesystem for all. The server runs with the creation quotas off
-# (--create-per-second 0 --max-active-tasks 1000000). The server and the store run pinned to
-# SERVER_CPU (default 1), wrk to WRK_CPU (default 0), as bench/hotpath.sh does; PIN=0 pins
-# nothing. Medians, their ratio (creation / ceiling) and the exact commands are printed.
-# OURS_BIN=/path/to/mcp-tasks measures that build instead of this tree's. Only 127.0.0.1.
+# (--create-per-second 0 --max-active-tasks 1000000) and no metrics listener. The server and
+# the store run pinned to SERVER_CPU (default 1), wrk to WRK_CPU (default 0), as
+# bench/hotpath.sh does; PIN=0 pins nothing. Medians, their ratio (creation / ceiling) and
+# the exact commands are printed. OURS_BIN=/path/to/mcp-tasks measures that build instead of
+# this tree's (a before/after comparison: one run per build). Only 127.0.0.1.
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -34,21 +35,23 @@ die() { echo "create_ceiling: ERROR: $*" >&2; exit 1; }
 command -v wrk >/dev/null || die "no wrk (apt-get install wrk)"
 if [ "$PIN" = 1 ]; then
   command -v taskset >/dev/null || die "no taskset (util-linux); PIN=0 runs unpinned"
-  on_server() { taskset -c "$SERVER_CPU" "$@"; }
-  on_wrk() { taskset -c "$WRK_CPU" "$@"; }
+  ON_SERVER=(taskset -c "$SERVER_CPU")
+  ON_WRK=(taskset -c "$WRK_CPU")
 else
-  on_server() { "$@"; }
-  on_wrk() { "$@"; }
+  ON_SERVER=()
+  ON_WRK=()
 fi
 
 log "building (release): mcp-tasks and the store_ceiling example"
 cargo build -q --release -p mcp-tasks --bin mcp-tasks --example store_ceiling
 target=${CARGO_TARGET_DIR:-target}
-OURS=${OURS_BIN:-$target/release/mcp-tasks}
-CEIL=$target/release/examples/store_ceiling
-
 DATA_ROOT=${DATA_ROOT:-$(mktemp -d "${TMPDIR:-/tmp}/create-ceiling.XXXXXX")}
-mkdir -p "$DATA_ROOT"
+mkdir -p "$DATA_ROOT/bin"
+# Copies: a shared target directory may be rebuilt by someone else while this runs.
+cp "${OURS_BIN:-$target/release/mcp-tasks}" "$DATA_ROOT/bin/mcp-tasks"
+cp "$target/release/examples/store_ceiling" "$DATA_ROOT/bin/store_ceiling"
+OURS=$DATA_ROOT/bin/mcp-tasks
+CEIL=$DATA_ROOT/bin/store_ceiling
 SERVER_PID=
 cleanup() {
   if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
@@ -63,14 +66,14 @@ wait_port() { for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/"$1") 2>/dev/nul
   echo "date: $(date -Is); host: $(uname -srm), nproc=$(nproc); loadavg: $(cat /proc/loadavg)"
   echo "data filesystem: $(df -T "$DATA_ROOT" | awk 'NR==2 {print $1, $2}') ($DATA_ROOT)"
   echo "store:  $([ "$PIN" = 1 ] && echo "taskset -c $SERVER_CPU ")$CEIL DIR CONNS $DURATION [create-only]"
-  echo "server: $([ "$PIN" = 1 ] && echo "taskset -c $SERVER_CPU ")$OURS serve --listen 127.0.0.1:PORT --data-dir DIR --create-per-second 0 --max-active-tasks 1000000"
+  echo "server: $([ "$PIN" = 1 ] && echo "taskset -c $SERVER_CPU ")$OURS serve --listen 127.0.0.1:PORT --data-dir DIR --create-per-second 0 --max-active-tasks 1000000 --metrics-listen off"
   echo "load:   $([ "$PIN" = 1 ] && echo "taskset -c $WRK_CPU ")wrk -t1 -cCONNS -d${DURATION}s --latency -s bench/tasks_create.lua http://127.0.0.1:PORT/mcp"
 } | tee "$RESULTS/commands.txt" >&2
 
 # One run of the store alone; its JSON line appended to NAME-CONNS.jsonl.
 store() { # name conns round [create-only]
   local dir=$DATA_ROOT/$1-$2-$3
-  on_server "$CEIL" "$dir" "$2" "$DURATION" ${4:-} >"$RESULTS/$1-$2-$3.txt" 2>&1 \
+  "${ON_SERVER[@]}" "$CEIL" "$dir" "$2" "$DURATION" ${4:-} >"$RESULTS/$1-$2-$3.txt" 2>&1 \
     || die "store_ceiling failed: $RESULTS/$1-$2-$3.txt"
   grep '^STORE_CEILING ' "$RESULTS/$1-$2-$3.txt" | sed 's/^STORE_CEILING //' >>"$RESULTS/$1-$2.jsonl"
   rm -rf "$dir"
@@ -80,14 +83,16 @@ store() { # name conns round [create-only]
 server() { # conns round
   local dir=$DATA_ROOT/ours-$1-$2 port
   port=$(free_port)
-  on_server "$OURS" serve --listen "127.0.0.1:$port" --data-dir "$dir" --create-per-second 0 \
-    --max-active-tasks 1000000 >"$RESULTS/server-$1-$2.log" 2>&1 &
+  "${ON_SERVER[@]}" "$OURS" serve --listen "127.0.0.1:$port" --data-dir "$dir" --create-per-second 0 \
+    --max-active-tasks 1000000 --metrics-listen off >"$RESULTS/server-$1-$2.log" 2>&1 &
   SERVER_PID=$!
   wait_port "$port"
-  on_wrk wrk -t1 -c"$1" -d"${DURATION}s" --timeout 10s --latency -s bench/tasks_create.lua \
+  "${ON_WRK[@]}" wrk -t1 -c"$1" -d"${DURATION}s" --timeout 10s --latency -s bench/tasks_create.lua \
     "http://127.0.0.1:$port/mcp" >"$RESULTS/ours-$1-$2.txt" 2>&1 || die "wrk failed: $RESULTS/ours-$1-$2.txt"
   grep '^WRK_JSON ' "$RESULTS/ours-$1-$2.txt" | sed 's/^WRK_JSON //' >>"$RESULTS/ours-$1.jsonl"
-  kill -INT "$SERVER_PID" 2>/dev/null || true
+  kill -INT "$SERVER_PID" 2>/dev/null || true   # the server itself: taskset execs it
+  for _ in $(seq 100); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$SERVER_PID" 2>/dev/null || true
   wait "$SERVER_PID" 2>/dev/null || true
   SERVER_PID=
   rm -rf "$dir"

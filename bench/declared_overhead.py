@@ -149,7 +149,7 @@ def start_server(binary, d, target_port):
                AWS_EC2_METADATA_DISABLED="true")
     server = subprocess.Popen(
         [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", os.path.join(d, "data"),
-         "--tools", manifest],
+         "--tools", manifest, "--metrics-listen", "off"],
         stdout=subprocess.PIPE, stderr=open(os.path.join(d, "server.log"), "w"), text=True, env=env)
     for line in server.stdout:
         if line.startswith("mcp-tasks listening on "):

@@ -30,6 +30,10 @@ use mcp_tasks_core::task::{Lease, TaskRecord, new_task_id};
 use mcp_tasks_core::tenant::Tenant;
 use serde_json::{Value, json};
 
+/// The server's allocator (functions/local/src/main.rs), so the store's work costs the same.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// What `mcp-tasks serve` stores for a creation: its default TTL and poll interval, the
 /// capabilities a client with the tasks extension declares, `--max-active-tasks 1000000`.
 const TTL_MS: u64 = 24 * 3600 * 1000;
