@@ -114,6 +114,8 @@ def load(n): return [json.loads(l) for l in open(f"{d}/{n}.jsonl")]
 print("task creations per second, medians of %s interleaved rounds (each round's figure in brackets)"
       % len(load(f"ours-{conns[0]}")))
 print(f"{'at once':>7} {'server':>10} {'store (same commits)':>21} {'ratio':>6} {'store creates only':>19} {'server p99':>11}")
+print("(ratio: server / store, of the medians; the disk's fsync time swings between rounds on a\n"
+      " shared machine, so each round's own ratio, server beside the store just before it, follows)")
 for c in conns:
     ours, ceil, bare = load(f"ours-{c}"), load(f"ceiling-{c}"), load(f"create-only-{c}")
     bad = sum(r["bad"] + r["err_connect"] + r["err_read"] + r["err_write"] + r["err_timeout"] for r in ours)
@@ -126,5 +128,8 @@ for c in conns:
     print(f"{c:>7} {o:>10.0f} {s:>21.0f} {o / s:>5.2f}x {b:>19.0f} {p99:>8.2f} ms")
     print(f"{'':>7} [{', '.join('%.0f' % r['rps'] for r in ours)}] "
           f"[{', '.join('%.0f' % r['per_s'] for r in ceil)}] [{', '.join('%.0f' % r['per_s'] for r in bare)}]")
+    paired = [o["rps"] / s["per_s"] for o, s in zip(ours, ceil)]
+    print(f"{'':>7} each round's ratio: {', '.join('%.2f' % x for x in paired)} "
+          f"(median {statistics.median(paired):.2f}x)")
 PY
 log "raw output in $RESULTS"
