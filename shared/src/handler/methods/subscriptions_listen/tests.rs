@@ -5,7 +5,7 @@ use http::{HeaderMap, HeaderValue, Method};
 
 use super::*;
 use crate::engine::{Engine, TaskSettings};
-use crate::handler::{HttpRequest, ServiceConfig};
+use crate::handler::{HttpRequest, ServiceConfig, StreamSlots};
 use crate::protocol::PROTOCOL_VERSION;
 use crate::protocol::state::StateSealer;
 use crate::queue::LocalQueue;
