@@ -35,9 +35,9 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::{McpService, Reply};
-use crate::protocol::request::{LegacyRequest, Params};
+use crate::protocol::request::{Field, LegacyRequest, Params};
 use crate::protocol::{McpError, failure, success};
-use crate::task::TaskRecord;
+use crate::task::{TaskId, TaskRecord};
 use crate::tenant::Tenant;
 
 // One file per method (`ping` has nothing to do: it is its dispatch arm).
@@ -122,13 +122,23 @@ impl McpService {
             LegacyRequest::Ping => Map::new(),
             LegacyRequest::ToolsList(p) => self.legacy_tools_list(p)?,
             LegacyRequest::ToolsCall(p) => return self.legacy_call(id, p, tenant, delivery).await,
-            LegacyRequest::TasksGet(p) => self.legacy_get(p.task_id?, tenant).await?,
-            LegacyRequest::TasksCancel(p) => self.legacy_cancel(p.task_id?, tenant).await?,
-            LegacyRequest::TasksResult(p) => self.legacy_result(p.task_id?, tenant).await?,
+            LegacyRequest::TasksGet(p) => self.legacy_get(task_id(p.task_id)?, tenant).await?,
+            LegacyRequest::TasksCancel(p) => {
+                self.legacy_cancel(task_id(p.task_id)?, tenant).await?
+            }
+            LegacyRequest::TasksResult(p) => {
+                self.legacy_result(task_id(p.task_id)?, tenant).await?
+            }
             LegacyRequest::TasksList(p) => self.legacy_list(p.cursor?, tenant).await?,
         };
         Ok(Answer::Json(result))
     }
+}
+
+/// The task id of a `tasks/*` request, made a [`TaskId`] once: a string no task could have is
+/// an unknown task.
+fn task_id(id: Field<String>) -> Result<TaskId, McpError> {
+    TaskId::parse(id?).ok_or_else(McpError::task_not_found)
 }
 
 /// What the lane answers a request with.

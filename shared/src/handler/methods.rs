@@ -17,6 +17,7 @@ use super::{McpService, Reply};
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, expect_header};
 use crate::protocol::request::{Field, McpRequest, Params};
 use crate::protocol::{McpError, RequestMeta, SUPPORTED_VERSIONS, TASKS_EXTENSION, success};
+use crate::task::TaskId;
 use crate::tenant::Tenant;
 
 pub(super) mod discover;
@@ -81,13 +82,14 @@ impl McpService {
 }
 
 /// The task id of a `tasks/*` request: the method is gated by the tasks extension before its
-/// params are read, and `Mcp-Name`, when sent, must mirror the id.
+/// params are read, and `Mcp-Name`, when sent, must mirror the id. Made a [`TaskId`] here,
+/// once: a string no task could have is an unknown task.
 fn task_id(
     method: crate::protocol::Method,
     meta: &RequestMeta,
     task_id: Field<String>,
     headers: &HeaderMap,
-) -> Result<String, McpError> {
+) -> Result<TaskId, McpError> {
     if !meta.declares_tasks() {
         return Err(McpError::tasks_extension_required(format!(
             "{method} requires the {TASKS_EXTENSION} extension to be declared on the request"
@@ -95,5 +97,5 @@ fn task_id(
     }
     let task_id = task_id?;
     expect_header(headers, MCP_NAME, &task_id, false)?;
-    Ok(task_id)
+    TaskId::parse(task_id).ok_or_else(McpError::task_not_found)
 }

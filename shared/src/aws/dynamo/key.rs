@@ -6,14 +6,19 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::{ATTR_PK, ATTR_QUIET, ATTR_SHARD, SHARDS};
-use crate::task::{TaskKey, TaskRef};
+use crate::task::{TaskId, TaskKey, TaskRef};
 use crate::tenant::Tenant;
 
 /// The table key of a task: `{tenant}#{taskId}`, with `%` and `#` escaped in the tenant so the
 /// first `#` always ends it.
 pub fn pk(id: TaskRef<'_>) -> String {
-    let mut k = tenant_prefix(id.tenant);
-    k.push_str(id.task_id);
+    pk_of(id.tenant, id.task_id)
+}
+
+/// [`pk`] of a task id that need not be one (where a listing starts after).
+pub(super) fn pk_of(tenant: &Tenant, task_id: &str) -> String {
+    let mut k = tenant_prefix(tenant);
+    k.push_str(task_id);
     k
 }
 
@@ -37,7 +42,7 @@ pub(super) fn split_pk(k: &str) -> Option<TaskKey> {
     let (tenant, task_id) = k.split_once('#')?;
     Some(TaskKey::new(
         Tenant::from(tenant.replace("%23", "#").replace("%25", "%")),
-        task_id,
+        TaskId::parse(task_id)?,
     ))
 }
 

@@ -5,13 +5,14 @@ use serde_json::{Map, Value};
 use super::legacy_task;
 use crate::handler::McpService;
 use crate::protocol::McpError;
+use crate::task::TaskId;
 use crate::task::TaskRef;
 use crate::tenant::Tenant;
 
 impl McpService {
     pub(super) async fn legacy_cancel(
         &self,
-        id: String,
+        id: TaskId,
         tenant: &Tenant,
     ) -> Result<Map<String, Value>, McpError> {
         // 2025-11-25: the task is `cancelled` before the answer (a running job stops at its

@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 use super::with_data;
 use crate::handler::McpService;
 use crate::protocol::McpError;
+use crate::task::TaskId;
 use crate::task::{TaskRef, TaskStatus};
 use crate::tenant::Tenant;
 
@@ -20,7 +21,7 @@ impl McpService {
     /// the first is cut at the deadline (the status it would have told is the last one read).
     pub(super) async fn legacy_result(
         &self,
-        id: String,
+        id: TaskId,
         tenant: &Tenant,
     ) -> Result<Map<String, Value>, McpError> {
         let started = tokio::time::Instant::now();

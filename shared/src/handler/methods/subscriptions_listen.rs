@@ -29,7 +29,7 @@ use crate::protocol::method;
 use crate::protocol::request::ListenParams;
 use crate::protocol::{McpError, RequestMeta, TASKS_EXTENSION, failure, success};
 use crate::store::watch::ChangeFeed;
-use crate::task::TaskRef;
+use crate::task::{TaskId, TaskRef};
 use crate::task::{TaskRecord, TaskStatus};
 use crate::tenant::Tenant;
 
@@ -84,8 +84,12 @@ impl McpService {
         let mut agreed = Vec::new();
         if let (Some(ids), Some(_)) = (&requested, budget) {
             for id in ids {
-                match self.engine.get(TaskRef::new(tenant, id)).await {
-                    Ok(_) => agreed.push(id.clone()),
+                // A string no task could have is an unknown task: not agreed.
+                let Some(id) = TaskId::parse(id.as_str()) else {
+                    continue;
+                };
+                match self.engine.get(TaskRef::new(tenant, &id)).await {
+                    Ok(_) => agreed.push(id),
                     Err(e @ EngineError::Internal) => return Err(e.into()),
                     // Unknown, expired, or another tenant's: not agreed, and nothing said.
                     Err(_) => {}
@@ -147,7 +151,7 @@ struct Subscription {
     tenant: Tenant,
     sub_meta: Value,
     /// Agreed tasks not yet seen terminal, with what was last sent of each.
-    pending: Vec<(String, Option<Seen>)>,
+    pending: Vec<(TaskId, Option<Seen>)>,
     tx: mpsc::Sender<Value>,
 }
 
@@ -168,7 +172,7 @@ impl Subscription {
         let deadline = tokio::time::Instant::now() + budget;
         let wake = Arc::new(Notify::new());
         // Registered before the first read: a change after it wakes the next wait.
-        let ids: Vec<String> = self.pending.iter().map(|(id, _)| id.clone()).collect();
+        let ids: Vec<TaskId> = self.pending.iter().map(|(id, _)| id.clone()).collect();
         let feed = self.service.config.change_feed.clone();
         let _watch = match &feed {
             ChangeFeed::Push(w) => Some(w.watch(&self.tenant, &ids, &wake)),

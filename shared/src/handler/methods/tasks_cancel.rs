@@ -4,7 +4,7 @@ use serde_json::{Map, Value};
 
 use crate::handler::{McpService, Reply, finish};
 use crate::protocol::McpError;
-use crate::task::TaskRef;
+use crate::task::{TaskId, TaskRef};
 use crate::tenant::Tenant;
 
 impl McpService {
@@ -12,7 +12,7 @@ impl McpService {
         &self,
         id: &Value,
         tenant: &Tenant,
-        task_id: &str,
+        task_id: &TaskId,
     ) -> Result<Reply, McpError> {
         self.engine.cancel(TaskRef::new(tenant, task_id)).await?;
         Ok(self.reply(id, finish(Map::new(), "complete", &self.meta)))

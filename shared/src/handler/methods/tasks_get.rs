@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use crate::handler::{McpService, Reply, ReplyBody};
 use crate::protocol::McpError;
-use crate::task::TaskRef;
+use crate::task::{TaskId, TaskRef};
 use crate::tenant::Tenant;
 
 impl McpService {
@@ -12,7 +12,7 @@ impl McpService {
         &self,
         id: &Value,
         tenant: &Tenant,
-        task_id: &str,
+        task_id: &TaskId,
     ) -> Result<Reply, McpError> {
         let task = self.engine.get(TaskRef::new(tenant, task_id)).await?;
         // Written straight from the record (the most repeated request).

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use crate::handler::{McpService, Reply, finish};
 use crate::protocol::McpError;
 use crate::protocol::request::Field;
-use crate::task::TaskRef;
+use crate::task::{TaskId, TaskRef};
 use crate::tenant::Tenant;
 
 impl McpService {
@@ -13,7 +13,7 @@ impl McpService {
         &self,
         id: &Value,
         tenant: &Tenant,
-        task_id: &str,
+        task_id: &TaskId,
         responses: Field<Map<String, Value>>,
     ) -> Result<Reply, McpError> {
         let responses = responses?;

@@ -52,7 +52,7 @@ use tokio::time::Instant;
 use super::{Claim, Policy, Preflight, Registry, Tool, ToolDef, TypedTool, typed};
 use crate::jobs::{JobContext, JobError, Progress, ProgressSink, Step, tool_error_result};
 use crate::protocol::{ErrorObject, INVALID_PARAMS, McpError};
-use crate::task::{TaskRecord, TaskStatus};
+use crate::task::{TaskId, TaskRecord, TaskStatus};
 use crate::tenant::Tenant;
 
 /// Runs one tool the way the server does. Cheap to make; one per test is fine.
@@ -163,7 +163,7 @@ impl ToolKit {
             tenant: self.tenant.clone(),
             record: TaskRecord::new(
                 self.tenant.clone(),
-                "tsk_testkit".into(),
+                TaskId::from_static("tsk_testkit"),
                 name,
                 None,
                 1000,

@@ -12,6 +12,7 @@ use crate::queue::LocalQueue;
 use crate::store::memory::MemoryStore;
 use crate::store::watch::{Watched, Watchers};
 use crate::store::{TaskRef, TaskStore};
+use crate::task::TaskId;
 use crate::tools::Registry;
 use crate::tools::doubles;
 
@@ -101,7 +102,7 @@ fn wait_call(seconds: f64, token: bool) -> HttpRequest {
     req
 }
 
-async fn task(r: &Rig, tenant: &str) -> String {
+async fn task(r: &Rig, tenant: &str) -> TaskId {
     r.engine
         .create_task(
             &Tenant::from(tenant),
