@@ -233,7 +233,7 @@ impl McpService {
             .map_err(state_key_unavailable)?
         {
             Some(s)
-                if s.tenant == tenant.as_str()
+                if s.tenant == *tenant
                     && s.tool == tool
                     && s.args == args_digest(arguments)
                     && now_ms().saturating_sub(s.issued_at_ms) <= MAX_STATE_AGE_MS =>
@@ -257,7 +257,7 @@ impl McpService {
         requests: Map<String, Value>,
     ) -> CallOutcome {
         let state = RoundState {
-            tenant: tenant.to_string(),
+            tenant: tenant.clone(),
             tool: tool.to_owned(),
             args: args_digest(arguments),
             checkpoint: ctx.raw_checkpoint().clone(),

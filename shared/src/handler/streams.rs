@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::protocol::McpError;
-use crate::quota::RunSlots;
+use crate::quota::{RunSlots, SlotKey};
 use crate::tenant::Tenant;
 
 /// How long past its budget a stream's place is kept if its holder vanished without giving it
@@ -18,13 +18,10 @@ const SLOT_GRACE: Duration = Duration::from_secs(60);
 pub struct StreamSlots {
     slots: Arc<dyn RunSlots>,
     max: usize,
-    /// Most streams of all tenants together (0: none), counted under [`ALL_STREAMS`].
+    /// Most streams of all tenants together (0: none), counted under
+    /// [`SlotKey::all_streams`].
     total: usize,
 }
-
-/// The key all tenants' streams are counted under for the cap across tenants: no tenant's
-/// key (tenant names never hold control characters).
-const ALL_STREAMS: &str = "\u{1f}all-streams";
 
 impl StreamSlots {
     /// At most `max` open streams per tenant, recorded in `slots` (in memory for one process;
@@ -43,12 +40,6 @@ impl StreamSlots {
         self
     }
 
-    /// The tenant's key in `slots`: apart from its running-jobs record (tenant names never
-    /// hold control characters).
-    fn key(tenant: &Tenant) -> Tenant {
-        Tenant::from(format!("{tenant}\u{1f}streams"))
-    }
-
     /// Takes a place for a stream of `tenant` that lasts at most `budget`; `Err` when the
     /// tenant already has its maximum open, or the record could not be written.
     pub(super) async fn take(
@@ -60,23 +51,23 @@ impl StreamSlots {
         crate::clock::random_bytes(&mut owner);
         let owner: String = owner.iter().map(|b| format!("{b:02x}")).collect();
         let until = crate::clock::now_ms() + (budget + SLOT_GRACE).as_millis() as u64;
-        match self
-            .slots
-            .take(&Self::key(tenant), &owner, self.max, until)
-            .await
-        {
+        let key = SlotKey::streams_of(tenant);
+        match self.slots.take(&key, &owner, self.max, until).await {
             Ok(true) => {
                 let slot = StreamSlot {
                     slots: self.slots.clone(),
-                    tenant: Self::key(tenant),
+                    key,
                     owner,
                     total: self.total > 0,
                 };
                 if self.total == 0 {
                     return Ok(slot);
                 }
-                let all = Tenant::from(ALL_STREAMS);
-                match self.slots.take(&all, &slot.owner, self.total, until).await {
+                match self
+                    .slots
+                    .take(&SlotKey::all_streams(), &slot.owner, self.total, until)
+                    .await
+                {
                     Ok(true) => Ok(slot),
                     refused => {
                         // Only the tenant's place was taken: give that one back.
@@ -116,9 +107,9 @@ impl StreamSlots {
 /// One open stream's place ([`StreamSlots::take`]).
 pub(super) struct StreamSlot {
     slots: Arc<dyn RunSlots>,
-    tenant: Tenant,
+    key: SlotKey,
     owner: String,
-    /// Whether it also holds a place under [`ALL_STREAMS`].
+    /// Whether it also holds a place under [`SlotKey::all_streams`].
     total: bool,
 }
 
@@ -126,13 +117,13 @@ impl StreamSlot {
     /// Gives the place back (awaited, so that on Lambda it is written before the answer ends
     /// and the instance may be frozen; a place never given back lapses after its budget).
     pub(super) async fn release(self) {
-        if let Err(e) = self.slots.release(&self.tenant, &self.owner).await {
+        if let Err(e) = self.slots.release(&self.key, &self.owner).await {
             tracing::warn!(error = %e, "stream slot: release failed; it lapses on its own");
         }
         if self.total
             && let Err(e) = self
                 .slots
-                .release(&Tenant::from(ALL_STREAMS), &self.owner)
+                .release(&SlotKey::all_streams(), &self.owner)
                 .await
         {
             tracing::warn!(error = %e, "stream slot: release failed; it lapses on its own");
