@@ -31,7 +31,7 @@ use crate::engine::Engine;
 use crate::queue::{LocalQueue, WorkQueue};
 use crate::store::embedded::{self, EmbeddedStore};
 use crate::store::{StoreError, TaskRef, TaskStore};
-use crate::task::{TaskRecord, TaskStatus, is_valid_task_id};
+use crate::task::{TaskId, TaskRecord, TaskStatus};
 
 mod list;
 pub use list::{ListQuery, TaskPage, TaskSummary, list};
@@ -116,9 +116,9 @@ pub fn check_tenant(tenant: &str) -> Result<(), AdminError> {
 }
 
 /// A task id as a client may send one (1 to 128 printable ASCII characters, no spaces).
-pub fn check_task_id(task_id: &str) -> Result<(), AdminError> {
-    if is_valid_task_id(task_id) {
-        return Ok(());
+pub fn check_task_id(task_id: &str) -> Result<TaskId, AdminError> {
+    if let Some(id) = TaskId::parse(task_id) {
+        return Ok(id);
     }
     Err(AdminError::Invalid(format!(
         "{} is not a task id (1 to 128 printable ASCII characters without spaces, like \
@@ -204,7 +204,6 @@ pub async fn show(
     with_arguments: bool,
 ) -> Result<TaskDetails, AdminError> {
     check_tenant(id.tenant)?;
-    check_task_id(id.task_id)?;
     let mut record = read(store, id).await?;
     let inline = record.inline_arguments.take();
     let arguments = match with_arguments {
@@ -222,7 +221,7 @@ pub async fn show(
 async fn read(store: &dyn TaskStore, id: TaskRef<'_>) -> Result<TaskRecord, AdminError> {
     store.get(id).await?.ok_or_else(|| AdminError::NotFound {
         tenant: shown(id.tenant),
-        task_id: id.task_id.to_owned(),
+        task_id: id.task_id.to_string(),
     })
 }
 
@@ -258,11 +257,10 @@ pub async fn cancel(
     mode: CancelMode,
 ) -> Result<CancelOutcome, AdminError> {
     check_tenant(id.tenant)?;
-    check_task_id(id.task_id)?;
     let task_id = id.task_id;
     let before = read(store, id).await?;
     let finished = |t: &TaskRecord| AdminError::Finished {
-        task_id: task_id.to_owned(),
+        task_id: task_id.to_string(),
         status: t.status,
     };
     if before.status.is_terminal() {
@@ -270,7 +268,7 @@ pub async fn cancel(
     }
     if before.is_expired(now_ms()) {
         return Err(AdminError::Expired {
-            task_id: task_id.to_owned(),
+            task_id: task_id.to_string(),
         });
     }
     let outcome = match mode {

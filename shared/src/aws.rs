@@ -347,7 +347,7 @@ mod tests {
         let queue = sqs::SqsQueue::new(sqs_client(&sdk), "http://127.0.0.1:1/000000000000/q");
         let task = crate::task::TaskRecord::new(
             "t".into(),
-            crate::task::new_task_id(),
+            crate::task::TaskId::generate(),
             "wait",
             None,
             1000,

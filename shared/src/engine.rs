@@ -15,7 +15,7 @@ use crate::quota::{Limit, QuotaExceeded, Quotas, RateLimiter, RunningPlace, Runn
 use crate::store::{
     MAX_CLIENT_RECORD_BYTES, StoreError, TaskRef, TaskStore, arguments_len, record_len,
 };
-use crate::task::{TaskRecord, TaskStatus, is_valid_task_id, new_task_id};
+use crate::task::{TaskId, TaskRecord, TaskStatus};
 use crate::tenant::Tenant;
 use crate::tools::Claim;
 
@@ -85,7 +85,7 @@ pub struct ActivePage {
     /// The tasks, in task-id order.
     pub tasks: Vec<TaskRecord>,
     /// The task id to continue after, when more tasks may follow.
-    pub next: Option<String>,
+    pub next: Option<TaskId>,
 }
 
 /// Creates tasks and serves the `tasks/*` methods.
@@ -206,7 +206,7 @@ impl Engine {
     ) -> Result<TaskRecord, CreateError> {
         let mut task = TaskRecord::new(
             tenant.clone(),
-            new_task_id(),
+            TaskId::generate(),
             tool,
             self.settings.ttl_ms,
             self.settings.poll_interval_ms,
@@ -273,9 +273,6 @@ impl Engine {
 
     /// Reads a task of `tenant`. Unknown, expired and foreign tasks give the same error.
     pub async fn get(&self, id: TaskRef<'_>) -> Result<TaskRecord, EngineError> {
-        if !is_valid_task_id(id.task_id) {
-            return Err(EngineError::NotFound);
-        }
         match self.store.get(id).await {
             Ok(Some(t)) if !t.is_expired(now_ms()) => Ok(t),
             Ok(_) => Err(EngineError::NotFound),
@@ -377,7 +374,7 @@ impl Engine {
             }
             match self.store.update(&task).await {
                 Ok(version) => {
-                    tracing::info!(task_id = id.task_id, at_once, "task.cancel_requested");
+                    tracing::info!(task_id = %id.task_id, at_once, "task.cancel_requested");
                     task.version = version;
                     // Cancelled here with a job that had begun (it has a checkpoint): its
                     // worker lets the tool stop what it started elsewhere (a workflow's

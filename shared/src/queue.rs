@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::task::TaskRef;
+use crate::task::{TaskId, TaskRef};
 use crate::tenant::Tenant;
 
 /// Why a message is sent.
@@ -50,7 +50,7 @@ pub struct WorkMessage {
     /// Owner tenant.
     pub tenant: Tenant,
     /// Task id.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// Why.
     pub kind: WorkKind,
 }
@@ -184,12 +184,12 @@ pub mod contract {
     use std::future::Future;
     use std::time::Duration;
 
-    use super::{WorkKind, WorkMessage, WorkQueue};
+    use super::{TaskId, WorkKind, WorkMessage, WorkQueue};
 
     fn msg(id: &str, kind: WorkKind) -> WorkMessage {
         WorkMessage {
             tenant: "contract".into(),
-            task_id: id.into(),
+            task_id: TaskId::parse(id).expect("a task id"),
             kind,
         }
     }
@@ -233,7 +233,7 @@ pub mod contract {
         while got.len() < want.len() {
             match recv(Duration::from_secs(10)).await {
                 Some(m) => {
-                    got.insert(m.task_id);
+                    got.insert(m.task_id.to_string());
                 }
                 None => panic!("only {} of {} messages arrived", got.len(), want.len()),
             }
@@ -249,7 +249,7 @@ mod tests {
     fn msg(id: &str) -> WorkMessage {
         WorkMessage {
             tenant: "t".into(),
-            task_id: id.into(),
+            task_id: TaskId::parse(id).expect("a task id"),
             kind: WorkKind::Start,
         }
     }
@@ -347,7 +347,7 @@ mod tests {
         for (kind, golden) in cases {
             let m = WorkMessage {
                 tenant: tenant.into(),
-                task_id: "tsk_01J0GOLDEN".into(),
+                task_id: TaskId::from_static("tsk_01J0GOLDEN"),
                 kind,
             };
             assert_eq!(serde_json::to_string(&m).unwrap(), golden);

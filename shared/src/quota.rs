@@ -339,46 +339,75 @@ impl FairGate {
     }
 }
 
+/// What a [`RunSlots`] record counts places under: a tenant's running jobs, a tenant's open
+/// streams, or all tenants' streams together. Not a tenant: its text is the tenant's name for
+/// running jobs (the record's key as it always was), and a name no tenant can have (tenant
+/// names hold no control characters) for the others.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SlotKey(Arc<str>);
+
+impl SlotKey {
+    /// The running jobs of `tenant`.
+    pub fn runs_of(tenant: &Tenant) -> Self {
+        Self(tenant.as_str().into())
+    }
+
+    /// The open streams (long synchronous calls and subscriptions) of `tenant`.
+    pub fn streams_of(tenant: &Tenant) -> Self {
+        Self(format!("{tenant}\u{1f}streams").into())
+    }
+
+    /// The open streams of all tenants together.
+    pub fn all_streams() -> Self {
+        Self("\u{1f}all-streams".into())
+    }
+
+    /// The key as text (the store adapters' record key is made from it).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// The per-tenant running-jobs guard of a deployment with many worker processes (Lambda): a
 /// tenant's live runs are recorded in the store, each until a time its run cannot outlive
 /// (the invocation's deadline plus a margin), so a run that dies frees its place by itself.
 /// The local server needs none: its [`FairGate`] sees every run.
 #[async_trait::async_trait]
 pub trait RunSlots: Send + Sync + 'static {
-    /// Records a run of `tenant` by `owner` until `until_ms` (epoch ms), unless the tenant
-    /// already has `max` live runs: then `false`, and nothing is written. Runs of one tenant
-    /// starting at once are not turned away while places are free; an adapter that cannot
-    /// settle its record (contention) answers `false` ("not now"), never an error, which is
-    /// for a store that failed.
+    /// Records a run under `key` (a tenant's running jobs, say) by `owner` until `until_ms`
+    /// (epoch ms), unless `key` already has `max` live runs: then `false`, and nothing is
+    /// written. Runs under one key starting at once are not turned away while places are
+    /// free; an adapter that cannot settle its record (contention) answers `false` ("not
+    /// now"), never an error, which is for a store that failed.
     async fn take(
         &self,
-        tenant: &Tenant,
+        key: &SlotKey,
         owner: &str,
         max: usize,
         until_ms: u64,
     ) -> Result<bool, crate::store::StoreError>;
-    /// Ends `owner`'s run of `tenant` (absent is not an error).
-    async fn release(&self, tenant: &Tenant, owner: &str) -> Result<(), crate::store::StoreError>;
+    /// Ends `owner`'s run under `key` (absent is not an error).
+    async fn release(&self, key: &SlotKey, owner: &str) -> Result<(), crate::store::StoreError>;
 }
 
 /// [`RunSlots`] in memory (tests, and the contract the store adapters follow).
 #[derive(Default)]
 pub struct MemoryRunSlots {
-    runs: Mutex<HashMap<Tenant, HashMap<String, u64>>>,
+    runs: Mutex<HashMap<SlotKey, HashMap<String, u64>>>,
 }
 
 #[async_trait::async_trait]
 impl RunSlots for MemoryRunSlots {
     async fn take(
         &self,
-        tenant: &Tenant,
+        key: &SlotKey,
         owner: &str,
         max: usize,
         until_ms: u64,
     ) -> Result<bool, crate::store::StoreError> {
         let now = crate::clock::now_ms();
         let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
-        let mine = runs.entry(tenant.clone()).or_default();
+        let mine = runs.entry(key.clone()).or_default();
         mine.retain(|_, until| *until > now);
         if mine.len() >= max && !mine.contains_key(owner) {
             return Ok(false);
@@ -387,9 +416,9 @@ impl RunSlots for MemoryRunSlots {
         Ok(true)
     }
 
-    async fn release(&self, tenant: &Tenant, owner: &str) -> Result<(), crate::store::StoreError> {
+    async fn release(&self, key: &SlotKey, owner: &str) -> Result<(), crate::store::StoreError> {
         let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(mine) = runs.get_mut(tenant) {
+        if let Some(mine) = runs.get_mut(key) {
             mine.remove(owner);
         }
         Ok(())
@@ -400,15 +429,15 @@ impl RunSlots for MemoryRunSlots {
 /// `contracts` only).
 #[cfg(any(test, feature = "contracts"))]
 pub mod run_slots_contract {
-    use super::RunSlots;
+    use super::{RunSlots, SlotKey};
     use crate::tenant::Tenant;
 
     /// Runs them on `slots` (tenants are named after `prefix`, so a shared store is fine).
     pub async fn run_all(slots: &dyn RunSlots, prefix: &str) {
         let now = crate::clock::now_ms();
         let (a, b) = (
-            Tenant::from(format!("{prefix}-a")),
-            Tenant::from(format!("{prefix}-b")),
+            SlotKey::runs_of(&Tenant::from(format!("{prefix}-a"))),
+            SlotKey::runs_of(&Tenant::from(format!("{prefix}-b"))),
         );
         assert!(slots.take(&a, "r1", 2, now + 60_000).await.unwrap());
         assert!(slots.take(&a, "r2", 2, now + 60_000).await.unwrap());
@@ -429,7 +458,7 @@ pub mod run_slots_contract {
         // Many runs of one tenant starting at once: none turned away while places are free,
         // never more than `max` let in.
         for (max, want) in [(100, 24), (4, 4)] {
-            let d = Tenant::from(format!("{prefix}-d{max}"));
+            let d = SlotKey::runs_of(&Tenant::from(format!("{prefix}-d{max}")));
             let taken = futures_util::future::join_all((0..24).map(|i| {
                 let (d, owner) = (d.clone(), format!("r{i}"));
                 async move { slots.take(&d, &owner, max, now + 60_000).await.unwrap() }
@@ -438,7 +467,7 @@ pub mod run_slots_contract {
             assert_eq!(taken.iter().filter(|t| **t).count(), want, "max {max}");
         }
         // A run that died frees its place when its time is up.
-        let c = Tenant::from(format!("{prefix}-c"));
+        let c = SlotKey::runs_of(&Tenant::from(format!("{prefix}-c")));
         let now = crate::clock::now_ms();
         assert!(slots.take(&c, "dead", 1, now + 1500).await.unwrap());
         assert!(!slots.take(&c, "next", 1, now + 60_000).await.unwrap());

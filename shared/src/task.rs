@@ -94,7 +94,7 @@ pub struct TaskRecord {
     /// Owner of the task; part of every key.
     pub tenant: Tenant,
     /// Unguessable id, `tsk_…`.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// Current status.
     pub status: TaskStatus,
     /// Human/model readable progress or reason.
@@ -213,7 +213,7 @@ impl TaskRecord {
     /// [`TaskStore::create`](crate::store::TaskStore::create)).
     pub fn new(
         tenant: Tenant,
-        task_id: String,
+        task_id: TaskId,
         tool: &str,
         ttl_ms: Option<u64>,
         poll_interval_ms: u64,
@@ -432,31 +432,18 @@ pub enum InputRequestError {
     Illegal(IllegalTransition),
 }
 
-/// A new unguessable task id: `tsk_` + a ULID (time-ordered, 80 random bits) + 64 more
-/// random bits, all printable ASCII, 46 characters.
-pub fn new_task_id() -> String {
-    let mut extra = [0u8; 8];
-    crate::clock::random_bytes(&mut extra);
-    format!(
-        "tsk_{}{:016x}",
-        ulid::Ulid::new(),
-        u64::from_be_bytes(extra)
-    )
+pub use id::is_valid as is_valid_task_id;
+
+/// A new unguessable task id ([`TaskId::generate`]).
+pub fn new_task_id() -> TaskId {
+    TaskId::generate()
 }
 
-/// A task id as a client may send it: 1..=128 printable ASCII characters without spaces.
-pub fn is_valid_task_id(id: &str) -> bool {
-    // A leading `#` is kept for the stores' own items (DynamoDB: a tenant's running-jobs and
-    // arguments items sit where a task id would).
-    !id.is_empty()
-        && id.len() <= 128
-        && !id.starts_with('#')
-        && id.bytes().all(|b| b.is_ascii_graphic())
-}
-
+mod id;
 mod key;
 #[cfg(test)]
 mod tests;
 mod wire;
 
+pub use id::TaskId;
 pub use key::{TaskKey, TaskRef};

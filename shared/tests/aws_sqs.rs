@@ -9,6 +9,7 @@
 //! SQS_ENDPOINT=$(cat .tools/moto/endpoint) cargo test -p mcp-tasks-core --features aws,contracts --test aws_sqs
 //! ```
 
+use mcp_tasks_core::task::TaskId;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,7 +105,7 @@ async fn sqs_queue_passes_the_queue_contract() {
     // Beyond SQS's 15-minute maximum the delay is capped, not refused.
     let far = WorkMessage {
         tenant: "contract".into(),
-        task_id: "tsk_contract_far".into(),
+        task_id: TaskId::from_static("tsk_contract_far"),
         kind: WorkKind::Continue,
     };
     queue
@@ -128,7 +129,7 @@ async fn sending_to_a_missing_queue_is_an_error_not_a_panic() {
     );
     let msg = WorkMessage {
         tenant: "contract".into(),
-        task_id: "tsk_contract_none".into(),
+        task_id: TaskId::from_static("tsk_contract_none"),
         kind: WorkKind::Start,
     };
     let err = queue
@@ -153,7 +154,7 @@ async fn each_message_carries_its_tenants_message_group() {
     for tenant in ["alice", "bob"] {
         let msg = WorkMessage {
             tenant: tenant.into(),
-            task_id: format!("tsk_{tenant}"),
+            task_id: TaskId::parse(format!("tsk_{tenant}")).unwrap(),
             kind: WorkKind::Start,
         };
         queue.enqueue(msg, Duration::ZERO).await.expect("enqueue");
@@ -199,7 +200,7 @@ async fn waiting_counts_the_messages_ready_to_be_received() {
     assert_eq!(queue.waiting().await.unwrap(), Some(0));
     let msg = |i: usize| WorkMessage {
         tenant: "t".into(),
-        task_id: format!("tsk_{i}"),
+        task_id: TaskId::parse(format!("tsk_{i}")).unwrap(),
         kind: WorkKind::Start,
     };
     for i in 0..3 {

@@ -128,7 +128,7 @@ async fn tasks_and_the_dead_letter_queue_on_the_aws_emulator() {
     ])
     .ok();
     assert_eq!(asking_only.lines().len(), 1);
-    assert!(asking_only.stdout.contains(&alice[1].task_id));
+    assert!(asking_only.stdout.contains(alice[1].task_id.as_str()));
     assert!(asking_only.stdout.contains("\tinput_required\t"));
     let every = mcp(&["tasks", "list", "--json"]).ok().json_lines();
     assert_eq!(every.len(), 4, "{every:?}");

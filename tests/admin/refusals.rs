@@ -10,7 +10,7 @@ async fn hostile_inputs_are_refused_with_a_clear_message() {
         mcp_tasks_core::store::embedded::EmbeddedStore::open(&dir.path().join("tasks.redb"))
             .unwrap(),
     );
-    let id = mcp_tasks_core::task::new_task_id();
+    let id = mcp_tasks_core::task::TaskId::generate();
     let long_tenant = "t".repeat(300);
     let cases: [(&[&str], &str); 11] = [
         (

@@ -244,7 +244,10 @@ async fn what_a_creation_costs() {
         .map(|(op, f)| (mcp(op) - f) / 10)
         .collect();
     // The first task parked by its worker (asleep, no lease), so the cancel ends it at once.
-    let key = mcp_tasks_core::aws::dynamo::pk(TaskRef::new(&Tenant::from(crate::TENANT), &id));
+    let key = mcp_tasks_core::aws::dynamo::pk(TaskRef::new(
+        &Tenant::from(crate::TENANT),
+        &mcp_tasks_core::task::TaskId::parse(id.clone()).unwrap(),
+    ));
     let started = Instant::now();
     loop {
         let item = env

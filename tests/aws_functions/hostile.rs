@@ -165,9 +165,10 @@ async fn a_sweep_never_multiplies_jobs_waiting_for_their_tenants_place() {
     let store = env.store();
     let mut aged = 0;
     for id in &ids {
+        let id = mcp_tasks_core::task::TaskId::parse(id.clone()).unwrap();
         let key = TaskRef {
             tenant: &Tenant::from(TENANT),
-            task_id: id,
+            task_id: &id,
         };
         loop {
             let mut t = store.get(key).await.unwrap().expect("the task");

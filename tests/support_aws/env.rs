@@ -322,7 +322,10 @@ impl Env {
         tenant: &str,
         task_id: &str,
     ) -> Option<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
-        let pk = mcp_tasks_core::aws::dynamo::pk(TaskRef::new(&Tenant::from(tenant), task_id));
+        let pk = mcp_tasks_core::aws::dynamo::pk(TaskRef::new(
+            &Tenant::from(tenant),
+            &mcp_tasks_core::task::TaskId::parse(task_id).expect("a task id"),
+        ));
         self.dynamo
             .get_item()
             .table_name(&self.table)

@@ -28,7 +28,7 @@ use mcp_tasks_core::admin::{
 };
 use mcp_tasks_core::queue::WorkQueue;
 use mcp_tasks_core::store::TaskStore;
-use mcp_tasks_core::task::{TaskRef, TaskStatus};
+use mcp_tasks_core::task::{TaskId, TaskRef, TaskStatus};
 use mcp_tasks_core::tenant::Tenant;
 use serde_json::json;
 
@@ -115,7 +115,7 @@ struct ListArgs {
 struct ShowArgs {
     /// The task id.
     #[arg(value_parser = task_id_arg)]
-    id: String,
+    id: TaskId,
     /// The task's tenant (`local` for a server without authentication).
     #[arg(long, value_parser = tenant_arg)]
     tenant: Tenant,
@@ -133,7 +133,7 @@ struct ShowArgs {
 struct CancelArgs {
     /// The task id.
     #[arg(value_parser = task_id_arg)]
-    id: String,
+    id: TaskId,
     /// The task's tenant (`local` for a server without authentication).
     #[arg(long, value_parser = tenant_arg)]
     tenant: Tenant,
@@ -159,9 +159,8 @@ fn tenant_arg(s: &str) -> Result<Tenant, String> {
     Ok(Tenant::new(s))
 }
 
-fn task_id_arg(s: &str) -> Result<String, String> {
-    admin::check_task_id(s).map_err(|e| e.to_string())?;
-    Ok(s.to_owned())
+fn task_id_arg(s: &str) -> Result<TaskId, String> {
+    admin::check_task_id(s).map_err(|e| e.to_string())
 }
 
 fn status_arg(s: &str) -> Result<TaskStatus, String> {

@@ -50,14 +50,13 @@ impl Cursor {
             _ => return Err(bad()),
         };
         let (tenant, task_id) = s[1..].split_once('\u{1f}').ok_or_else(bad)?;
-        if check_tenant(tenant).is_err() || check_task_id(task_id).is_err() {
-            return Err(bad());
-        }
+        check_tenant(tenant).map_err(|_| bad())?;
+        let task_id = check_task_id(task_id).map_err(|_| bad())?;
         Ok(Cursor {
             one_tenant,
             key: TaskKey {
                 tenant: Tenant::new(tenant),
-                task_id: task_id.to_owned(),
+                task_id,
             },
         })
     }
@@ -114,7 +113,7 @@ impl TaskSummary {
     /// The summary of a record, with expiry judged at `now_ms`.
     pub fn of(task: &TaskRecord, now_ms: u64) -> Self {
         Self {
-            task_id: task.task_id.clone(),
+            task_id: task.task_id.to_string(),
             tenant: task.tenant.clone(),
             status: task.status,
             tool: task.tool.clone(),

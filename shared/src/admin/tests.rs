@@ -1,12 +1,19 @@
 use super::*;
 use crate::store::memory::MemoryStore;
 use crate::task::TaskRef;
-use crate::task::{Lease, new_task_id};
+use crate::task::{Lease, TaskId};
 
-async fn seeded(store: &MemoryStore, tenant: &str, n: usize) -> Vec<String> {
+async fn seeded(store: &MemoryStore, tenant: &str, n: usize) -> Vec<TaskId> {
     let mut ids = Vec::new();
     for _ in 0..n {
-        let t = TaskRecord::new(tenant.into(), new_task_id(), "wait", None, 1000, json!({}));
+        let t = TaskRecord::new(
+            tenant.into(),
+            TaskId::generate(),
+            "wait",
+            None,
+            1000,
+            json!({}),
+        );
         store.create(&t, &json!({"secret": "s3"})).await.unwrap();
         ids.push(t.task_id);
     }

@@ -293,19 +293,12 @@ impl TaskStore for DynamoStore {
     }
 
     async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
-        if id.task_id.starts_with('#') {
-            // Not a task key: the tenant's running-jobs and arguments items live there.
-            return Ok(None);
-        }
         let key = pk(id);
         let item = self.item_at(key.clone()).await?;
         Ok(item.and_then(|item| self.record_at(&key, item)))
     }
 
     async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
-        if id.task_id.starts_with('#') {
-            return Ok(None);
-        }
         self.arguments_bytes(id)
             .await?
             .map(|b| serde_json::from_slice(&b).map_err(|e| codec("deserialize", e)))

@@ -55,12 +55,13 @@ pub struct StepRequest<'a> {
     /// Epoch ms by which the answer must arrive.
     pub deadline_ms: u64,
     /// Which task this is.
-    pub task: TaskRef<'a>,
+    pub task: StepTask<'a>,
 }
 
-/// The request's `task`.
+/// The step request's `task`: what the target is told of the task it works for (its
+/// identity below the edge is [`crate::task::TaskRef`]).
 #[derive(Debug, Serialize)]
-pub struct TaskRef<'a> {
+pub struct StepTask<'a> {
     /// The task's id; `null` for a synchronous call.
     pub id: Option<&'a str>,
     /// The tenant, only where the manifest entry passes it.
@@ -378,7 +379,7 @@ mod tests {
             input: &input,
             attempt: 1,
             deadline_ms: 1_796_212_800_000,
-            task: TaskRef {
+            task: StepTask {
                 id: Some("tsk_1"),
                 tenant: None,
             },

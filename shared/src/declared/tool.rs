@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::entry::{DeclaredEntry, Limits, Wire};
 use super::step_protocol::{
-    Answer, MAX_ANSWER_BYTES, MAX_CHECKPOINT_BYTES, PROTOCOL, StepProgress, StepRequest, TaskRef,
+    Answer, MAX_ANSWER_BYTES, MAX_CHECKPOINT_BYTES, PROTOCOL, StepProgress, StepRequest, StepTask,
     parse_answer,
 };
 use super::target::{CallLimits, Target, TargetError};
@@ -336,7 +336,7 @@ impl DeclaredTool {
             input: &input,
             attempt,
             deadline_ms,
-            task: TaskRef {
+            task: StepTask {
                 id: ctx.task_id(),
                 tenant: self.limits.pass_tenant.then(|| ctx.tenant()),
             },

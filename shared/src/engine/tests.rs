@@ -4,6 +4,7 @@ use super::*;
 use crate::queue::LocalQueue;
 use crate::store::memory::MemoryStore;
 use crate::store::{TaskKey, TaskRef};
+use crate::task::new_task_id;
 
 fn engine() -> (
     Engine,
@@ -90,7 +91,7 @@ async fn the_sweep_leaves_an_expired_orphan_to_the_purge() {
 /// A store whose reads and deletes of the tasks in `bad` fail.
 struct Patchy {
     inner: MemoryStore,
-    bad: std::collections::HashSet<String>,
+    bad: std::collections::HashSet<crate::task::TaskId>,
 }
 
 #[async_trait::async_trait]

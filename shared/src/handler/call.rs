@@ -1,11 +1,10 @@
-//! `tools/call`: as a task or answered synchronously (one JSON body, or SSE with progress on a
-//! host that streams), and the parts both lanes share (creating a task, answering with input
-//! requests, running a tool inline).
+//! What both lanes' `tools/call` share: creating a task, answering with input requests, running
+//! a tool inline (one JSON body, or SSE with progress on a host that streams). The 2026-07-28
+//! method itself is `methods::tools_call`, the legacy one `legacy::tools_call`.
 
-use super::deadline::{Delivery, InlinePlan, token_expired, until};
+use super::deadline::{InlinePlan, token_expired, until};
 use super::*;
 use crate::protocol::method;
-use crate::protocol::request::CallToolParams;
 
 use crate::tenant::Tenant;
 
@@ -31,122 +30,6 @@ pub(super) enum CallOutcome {
 }
 
 impl McpService {
-    pub(super) async fn call_tool(
-        self: &Arc<Self>,
-        id: &Value,
-        p: CallToolParams,
-        headers: &HeaderMap,
-        tenant: &Tenant,
-        meta: RequestMeta,
-        delivery: Delivery,
-    ) -> Result<Reply, McpError> {
-        let name = p.name?;
-        expect_header(headers, MCP_NAME, &name, true)?;
-        let name = name.as_str();
-        let Some(tool) = self.tools.get(name).cloned() else {
-            return Err(McpError::invalid_params(format!(
-                "Unknown tool: {}",
-                crate::protocol::truncate(name, 64)
-            )));
-        };
-        let arguments = p.arguments?;
-        check_params(headers, self.tools.mirrored_params(name), &arguments)?;
-        let arguments = Value::Object(arguments);
-        self.tools
-            .validate(name, &arguments)
-            .map_err(McpError::invalid_params)?;
-        let responses = p.input_responses?;
-        let state = match p.request_state? {
-            None => None,
-            Some(s) => Some(self.open_state(&s, tenant, name, &arguments).await?),
-        };
-        // Answers: those carried in the state, plus new ones for keys that are outstanding.
-        // Without a state, every answer is offered to the job, which reads only the keys it
-        // asks for and checks each answer's shape itself: SEP-2322 lets a client answer without
-        // a `requestState` (a server need not issue one), and the conformance suite's
-        // `input-required-result-ignore-extra-params` requires that such answers count.
-        let mut inputs = Map::new();
-        let mut checkpoint = Value::Null;
-        if let Some(s) = &state {
-            inputs.extend(s.answers.clone());
-            checkpoint = s.checkpoint.clone();
-        }
-        if let Some(r) = &responses {
-            for (k, v) in r {
-                if state.as_ref().is_none_or(|s| s.outstanding.contains(k)) {
-                    inputs.insert(k.clone(), v.clone());
-                }
-            }
-        }
-        let policy = tool.def().policy;
-        let as_task = match policy {
-            Policy::Sync => false,
-            Policy::Optional => meta.declares_tasks(),
-            Policy::TaskOnly if meta.declares_tasks() => true,
-            Policy::TaskOnly => {
-                return Err(McpError::tasks_extension_required(format!(
-                    "Tool {name} only runs as a task: declare the {TASKS_EXTENSION} extension"
-                )));
-            }
-        };
-        let plan = self.inline_plan(delivery, meta.progress_token.is_some());
-        let make_ctx = |sink: ProgressSink| {
-            JobContext::new(
-                arguments.clone(),
-                checkpoint.clone(),
-                inputs.clone(),
-                meta.client_capabilities.clone(),
-                sink,
-            )
-            .for_tenant(tenant)
-        };
-        // The work the call claims, against the per-task quotas, before anything runs.
-        if let Err(q) = crate::engine::check_claim(self.engine.quotas(), tool.claim(&arguments)) {
-            return Ok(self.respond(id, self.quota_refusal(&q)));
-        }
-        if as_task {
-            let ctx = make_ctx(ProgressSink::latest_only());
-            let preflight = crate::jobs::runner::preflight_caught(tool.preflight(&ctx));
-            let outcome = match preflight.await {
-                Ok(Preflight::Proceed(cp)) => {
-                    let caps = meta.client_capabilities.clone();
-                    match self.create(tenant, name, &arguments, cp, caps).await {
-                        Ok(task) => {
-                            CallOutcome::Result(finish(task.to_create_result(), "task", &self.meta))
-                        }
-                        Err(CreateError::Quota(q)) => self.quota_refusal(&q),
-                        Err(CreateError::Failed(e)) => return Err(e.into()),
-                    }
-                }
-                Ok(Preflight::NeedInput(reqs)) => {
-                    self.input_required(tenant, name, &arguments, &ctx, reqs.into_iter().collect())
-                        .await
-                }
-                Err(e) => self.job_error(e),
-            };
-            return Ok(self.respond(id, outcome));
-        }
-        let run = InlineRun {
-            tool,
-            tenant: tenant.clone(),
-            name,
-            arguments: arguments.clone(),
-        };
-        if !plan.stream {
-            let ctx = make_ctx(ProgressSink::latest_only());
-            let outcome = self.run_inline(&run, ctx, plan).await;
-            return Ok(self.respond(id, outcome));
-        }
-        let token = meta.progress_token.clone();
-        match self
-            .stream_inline(id, run, make_ctx, token, plan, |o| o)
-            .await
-        {
-            Ok(reply) => Ok(reply),
-            Err(outcome) => Ok(self.respond(id, outcome)),
-        }
-    }
-
     /// Runs an inline call whose client asked for progress (both lanes). Nothing is committed
     /// to the client until the first event: a call that ends before reporting progress (an
     /// error above all, whose HTTP status the transport pins) comes back as `Err(outcome)`
@@ -350,7 +233,7 @@ impl McpService {
             .map_err(state_key_unavailable)?
         {
             Some(s)
-                if s.tenant == tenant.as_str()
+                if s.tenant == *tenant
                     && s.tool == tool
                     && s.args == args_digest(arguments)
                     && now_ms().saturating_sub(s.issued_at_ms) <= MAX_STATE_AGE_MS =>
@@ -374,7 +257,7 @@ impl McpService {
         requests: Map<String, Value>,
     ) -> CallOutcome {
         let state = RoundState {
-            tenant: tenant.to_string(),
+            tenant: tenant.clone(),
             tool: tool.to_owned(),
             args: args_digest(arguments),
             checkpoint: ctx.raw_checkpoint().clone(),

@@ -8,10 +8,12 @@
 //! Requests reach the lanes decoded into types ([`crate::protocol::request`]); each lane matches
 //! on its request enum and raises a refused parameter where it first needs it.
 //!
-//! Where things are: dispatch here; admission (metadata, host check, authentication) in
-//! `admit`; `tools/call` and what both lanes share in `call`; budgets, deadlines and the
-//! caller's token expiry in `deadline`; the `Host`/`Origin` parsing in `hosts`; the 2025-11-25
-//! lane in `legacy`; `subscriptions/listen` in `listen`; the operator's metrics in `scrape`.
+//! Where things are: the choice of lane here; admission (metadata, host check,
+//! authentication) in `admit`; the 2026-07-28 lane's dispatch in `methods`, one file per
+//! method below it (`methods/tools_call.rs`, `methods/tasks_get.rs`, ...); the 2025-11-25
+//! lane's likewise in `legacy`; what both lanes' `tools/call` share in `call`; the per-tenant
+//! cap on open streams in `streams`; budgets, deadlines and the caller's token expiry in
+//! `deadline`; the `Host`/`Origin` parsing in `hosts`; the operator's metrics in `scrape`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,15 +29,9 @@ use crate::engine::{CreateError, Engine};
 use crate::jobs::{JobContext, JobError, ProgressSink};
 use crate::metrics::{self, name as metric};
 use crate::protocol::envelope::{self, Incoming};
-use crate::protocol::headers::{
-    MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, check_params, expect_header,
-};
-use crate::protocol::request::{Field, McpRequest, Params, is_legacy};
+use crate::protocol::request::is_legacy;
 use crate::protocol::state::{KeyUnavailable, RoundState, StateSealer, args_digest};
-use crate::protocol::{
-    McpError, RequestMeta, SUPPORTED_VERSIONS, TASKS_EXTENSION, failure, result_meta, success,
-};
-use crate::task::TaskRef;
+use crate::protocol::{McpError, TASKS_EXTENSION, failure, result_meta, success};
 use crate::tenant::Tenant;
 use crate::tools::{Policy, Preflight, Registry, Tool};
 
@@ -44,18 +40,19 @@ mod call;
 mod deadline;
 mod hosts;
 mod legacy;
-mod listen;
+mod methods;
 mod scrape;
+mod streams;
 #[cfg(test)]
 mod wire_tests;
 
-use call::{CallOutcome, InlineRun};
 use deadline::Delivery;
 
 pub use admit::Admitted;
 pub use scrape::{METRICS_PATH, metrics_reply};
 
-pub use listen::{LISTEN_POLL, MAX_SUBSCRIBED_TASKS, StreamSlots};
+pub use methods::subscriptions_listen::{LISTEN_POLL, MAX_SUBSCRIBED_TASKS};
+pub use streams::StreamSlots;
 
 /// How long a `requestState` stays valid (a human may take a while to answer).
 pub const MAX_STATE_AGE_MS: u64 = 24 * 3600 * 1000;
@@ -238,27 +235,8 @@ impl McpService {
         sealer: StateSealer,
     ) -> Self {
         let meta = result_meta(&config.server_name, &config.server_version);
-        let mut discover = Map::new();
-        discover.insert("supportedVersions".into(), json!(SUPPORTED_VERSIONS));
-        discover.insert(
-            "capabilities".into(),
-            json!({"tools": {}, "extensions": {TASKS_EXTENSION: {}}}),
-        );
-        discover.insert(
-            "instructions".into(),
-            json!(
-                "Long-running tools return a durable task: poll tasks/get (honour pollIntervalMs), \
-                   answer input requests with tasks/update, stop with tasks/cancel."
-            ),
-        );
-        discover.insert("ttlMs".into(), json!(config.list_ttl_ms));
-        discover.insert("cacheScope".into(), json!("public"));
-        let discover = finish(discover, "complete", &meta);
-        let mut list = Map::new();
-        list.insert("tools".into(), tools.list().clone());
-        list.insert("ttlMs".into(), json!(config.list_ttl_ms));
-        list.insert("cacheScope".into(), json!("public"));
-        let tools_list = finish(list, "complete", &meta);
+        let discover = methods::discover::result(&config, &meta);
+        let tools_list = methods::tools_list::result(&config, &tools, &meta);
         Self {
             engine,
             tools,
@@ -355,91 +333,4 @@ impl McpService {
             }
         }
     }
-
-    async fn dispatch(
-        self: &Arc<Self>,
-        id: &Value,
-        method: &str,
-        params: Params,
-        headers: &HeaderMap,
-        tenant: &Tenant,
-        delivery: Delivery,
-    ) -> Result<Reply, McpError> {
-        let (request, meta) = McpRequest::decode(method, params)?;
-        let method = request.method();
-        if self.config.tasks_only && !method.is_tasks() {
-            return Err(McpError::method_not_found(method.as_str()));
-        }
-        // Transport headers first: Mcp-Method needs nothing from the body but its method.
-        expect_header(headers, MCP_METHOD, method.as_str(), true)?;
-        let meta = meta?;
-        // The header must mirror the body before the version itself is judged: a mismatch is
-        // -32020 even when the body names a version we do not speak.
-        expect_header(headers, MCP_PROTOCOL_VERSION, &meta.protocol_version, true)?;
-        if !SUPPORTED_VERSIONS.contains(&meta.protocol_version.as_str()) {
-            return Err(McpError::unsupported_version(&meta.protocol_version));
-        }
-        let ok = |m: Map<String, Value>| Ok(Reply::json(200, success(id, m)));
-        match request {
-            McpRequest::ServerDiscover => ok(self.discover.clone()),
-            McpRequest::ToolsList(p) => {
-                // One page only: we never hand out a cursor, so any cursor is not ours.
-                if p.has_cursor {
-                    return Err(McpError::invalid_params("Unknown cursor"));
-                }
-                ok(self.tools_list.clone())
-            }
-            McpRequest::ToolsCall(p) => {
-                self.call_tool(id, p, headers, tenant, meta, delivery).await
-            }
-            McpRequest::SubscriptionsListen(p) => self.listen(id, p, &meta, tenant, delivery).await,
-            McpRequest::TasksGet(p) => {
-                let task_id = task_id(method, &meta, p.task_id, headers)?;
-                let task = self.engine.get(TaskRef::new(tenant, &task_id)).await?;
-                // Written straight from the record (the most repeated request).
-                let answer = crate::task::GetAnswer {
-                    id,
-                    task: &task,
-                    meta: &self.meta,
-                };
-                let body = serde_json::to_string(&answer).map_err(|_| McpError::internal())?;
-                Ok(Reply {
-                    status: 200,
-                    headers: Vec::new(),
-                    body: ReplyBody::Text("application/json", body),
-                })
-            }
-            McpRequest::TasksUpdate(p) => {
-                let task_id = task_id(method, &meta, p.task_id, headers)?;
-                let responses = p.input_responses?;
-                self.engine
-                    .update(TaskRef::new(tenant, &task_id), &responses)
-                    .await?;
-                ok(finish(Map::new(), "complete", &self.meta))
-            }
-            McpRequest::TasksCancel(p) => {
-                let task_id = task_id(method, &meta, p.task_id, headers)?;
-                self.engine.cancel(TaskRef::new(tenant, &task_id)).await?;
-                ok(finish(Map::new(), "complete", &self.meta))
-            }
-        }
-    }
-}
-
-/// The task id of a `tasks/*` request: the method is gated by the tasks extension before its
-/// params are read, and `Mcp-Name`, when sent, must mirror the id.
-fn task_id(
-    method: crate::protocol::Method,
-    meta: &RequestMeta,
-    task_id: Field<String>,
-    headers: &HeaderMap,
-) -> Result<String, McpError> {
-    if !meta.declares_tasks() {
-        return Err(McpError::tasks_extension_required(format!(
-            "{method} requires the {TASKS_EXTENSION} extension to be declared on the request"
-        )));
-    }
-    let task_id = task_id?;
-    expect_header(headers, MCP_NAME, &task_id, false)?;
-    Ok(task_id)
 }

@@ -23,6 +23,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::tenant::Tenant;
+
 /// Largest `requestState` accepted back from a client.
 pub const MAX_STATE_BYTES: usize = 256 * 1024;
 
@@ -38,7 +40,7 @@ const LABEL: &[u8] = b"mcp-tasks requestState v2";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoundState {
     /// Tenant the state was issued to.
-    pub tenant: String,
+    pub tenant: Tenant,
     /// Tool name.
     pub tool: String,
     /// SHA-256 of the serialized arguments.

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{FairGate, GatePermit, RunSlots};
+use super::{FairGate, GatePermit, RunSlots, SlotKey};
 use crate::store::StoreError;
 use crate::tenant::Tenant;
 
@@ -57,11 +57,12 @@ impl RunningPlaces {
                 let owner: String = owner.iter().map(|b| format!("{b:02x}")).collect();
                 let lapse = crate::clock::now_ms() + (within + SLOT_GRACE).as_millis() as u64;
                 let mut pause = FIRST_PAUSE;
+                let key = SlotKey::runs_of(tenant);
                 loop {
-                    if slots.take(tenant, &owner, *max, lapse).await? {
+                    if slots.take(&key, &owner, *max, lapse).await? {
                         return Ok(Some(RunningPlace(Held::Slot(Slot {
                             slots: slots.clone(),
-                            tenant: tenant.clone(),
+                            key,
                             owner,
                         }))));
                     }
@@ -101,7 +102,7 @@ enum Held {
 
 struct Slot {
     slots: Arc<dyn RunSlots>,
-    tenant: Tenant,
+    key: SlotKey,
     owner: String,
 }
 
@@ -117,7 +118,7 @@ impl RunningPlace {
 
 impl Slot {
     async fn release(self) {
-        if let Err(e) = self.slots.release(&self.tenant, &self.owner).await {
+        if let Err(e) = self.slots.release(&self.key, &self.owner).await {
             tracing::warn!(error = %e, "running place: release failed; it lapses on its own");
         }
     }

@@ -7,7 +7,7 @@ use std::future::Future;
 use serde_json::{Value, json};
 
 use super::{StoreError, TaskKey, TaskStore};
-use crate::task::{TaskRecord, TaskStatus, new_task_id};
+use crate::task::{TaskId, TaskRecord, TaskStatus};
 use crate::tenant::Tenant;
 
 mod arguments;
@@ -18,7 +18,7 @@ mod tenants;
 pub fn task(tenant: &str, ttl_ms: Option<u64>) -> TaskRecord {
     TaskRecord::new(
         tenant.into(),
-        new_task_id(),
+        TaskId::generate(),
         "tool",
         ttl_ms,
         1000,
@@ -30,7 +30,10 @@ pub fn task(tenant: &str, ttl_ms: Option<u64>) -> TaskRecord {
 /// as another tenant): `key(..).borrowed()` is what a store's call on one task takes, and the
 /// key lives to the end of the statement that makes it.
 fn key(tenant: &str, task_id: &str) -> TaskKey {
-    TaskKey::new(Tenant::from(tenant), task_id)
+    TaskKey::new(
+        Tenant::from(tenant),
+        TaskId::parse(task_id).expect("a task id"),
+    )
 }
 
 /// A record in (nearly) every field a running task may hold, with fixed times and a tenant
@@ -38,7 +41,7 @@ fn key(tenant: &str, task_id: &str) -> TaskKey {
 pub fn golden_record() -> TaskRecord {
     let mut t = TaskRecord::new(
         "a#b%\"é\\".into(),
-        "tsk_01J0GOLDEN".into(),
+        TaskId::from_static("tsk_01J0GOLDEN"),
         "wait",
         Some(3_600_000),
         1000,

@@ -35,7 +35,7 @@ use writer::run_writer;
 use serde_json::Value;
 
 use super::{
-    StoreError, TaskKey, TaskRef, TaskStore, decode, encode, encode_arguments, key, key_of,
+    StoreError, TaskKey, TaskRef, TaskStore, decode, encode, encode_arguments, key, key_at, key_of,
     split_key, tenant_prefix,
 };
 use crate::task::TaskRecord;
@@ -287,7 +287,7 @@ impl TaskStore for EmbeddedStore {
         let active = txn.open_table(ACTIVE).map_err(backend)?;
         let tasks = txn.open_table(TASKS).map_err(backend)?;
         let prefix = tenant_prefix(tenant);
-        let after = after.map(|a| key(TaskRef::new(tenant, a)));
+        let after = after.map(|a| key_at(tenant, a));
         let start = match &after {
             Some(a) => Bound::Excluded(a.as_str()),
             None => Bound::Included(prefix.as_str()),

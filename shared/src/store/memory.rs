@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::{
-    StoreError, TaskKey, TaskRef, TaskStore, encode, encode_arguments, key, key_of, split_key,
-    tenant_prefix,
+    StoreError, TaskKey, TaskRef, TaskStore, encode, encode_arguments, key, key_at, key_of,
+    split_key, tenant_prefix,
 };
 use crate::task::TaskRecord;
 use crate::tenant::Tenant;
@@ -132,7 +132,7 @@ impl TaskStore for MemoryStore {
         // The tenant's keys are one contiguous range (its prefix), in task-id order.
         let prefix = tenant_prefix(tenant);
         let start = match after {
-            Some(a) => Bound::Excluded(key(TaskRef::new(tenant, a))),
+            Some(a) => Bound::Excluded(key_at(tenant, a)),
             None => Bound::Included(prefix.clone()),
         };
         Ok(self

@@ -14,7 +14,7 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::task::TaskRecord;
+use crate::task::{TaskId, TaskRecord};
 use crate::tenant::Tenant;
 
 /// A task's identity lives with the task ([`crate::task`]); the store's calls take it.
@@ -245,7 +245,7 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> Result<usize, StoreError> {
         const PAGE: usize = 1000;
         let mut n = 0;
-        let mut after: Option<String> = None;
+        let mut after: Option<TaskId> = None;
         while n < at_most {
             let want = (at_most - n).min(PAGE);
             let page = self
@@ -334,14 +334,19 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<TaskRecord, StoreError> {
 /// The one composite key every local adapter uses: the tenant is part of it, so a lookup can
 /// only find the caller's own tasks.
 pub(crate) fn key(id: TaskRef<'_>) -> String {
-    format!("{}\u{1f}{}", id.tenant, id.task_id)
+    key_at(id.tenant, id.task_id)
+}
+
+/// [`key`] of a task id that need not be one (where a listing starts after).
+pub(crate) fn key_at(tenant: &Tenant, task_id: &str) -> String {
+    format!("{tenant}\u{1f}{task_id}")
 }
 
 /// The start of every composite key of `tenant`'s tasks. Tenants never contain control
 /// characters (the authenticator refuses them), so no other tenant's keys share it; the local
 /// adapters still compare each listed record's tenant exactly.
 pub(crate) fn tenant_prefix(tenant: &Tenant) -> String {
-    key(TaskRef::new(tenant, ""))
+    key_at(tenant, "")
 }
 
 /// The composite key of a [`TaskKey`].
@@ -352,7 +357,7 @@ pub(crate) fn key_of(k: &TaskKey) -> String {
 /// Inverse of [`key`].
 pub(crate) fn split_key(k: &str) -> Option<TaskKey> {
     let (tenant, task_id) = k.split_once('\u{1f}')?;
-    Some(TaskKey::new(Tenant::new(tenant), task_id))
+    Some(TaskKey::new(Tenant::new(tenant), TaskId::parse(task_id)?))
 }
 
 #[cfg(test)]

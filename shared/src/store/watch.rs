@@ -22,7 +22,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use super::{QuietPage, StoreError, TaskKey, TaskRef, TaskStore};
-use crate::task::TaskRecord;
+use crate::task::{TaskId, TaskRecord};
 use crate::tenant::Tenant;
 
 /// Where a subscription's wake-ups come from.
@@ -43,7 +43,7 @@ impl std::fmt::Debug for ChangeFeed {
     }
 }
 
-type Key = (Tenant, String);
+type Key = (Tenant, TaskId);
 
 /// Who watches which task: each subscription registers one [`Notify`] under each of its
 /// task keys, for as long as it holds the [`Watch`].
@@ -54,7 +54,7 @@ pub struct Watchers {
 
 impl Watchers {
     /// Registers `wake` for `tenant`'s tasks `ids` until the returned guard is dropped.
-    pub fn watch(self: &Arc<Self>, tenant: &Tenant, ids: &[String], wake: &Arc<Notify>) -> Watch {
+    pub fn watch(self: &Arc<Self>, tenant: &Tenant, ids: &[TaskId], wake: &Arc<Notify>) -> Watch {
         let keys: Vec<Key> = ids.iter().map(|id| (tenant.clone(), id.clone())).collect();
         let mut map = self.by_task.lock().unwrap_or_else(|p| p.into_inner());
         for k in &keys {
@@ -71,7 +71,7 @@ impl Watchers {
     pub fn changed(&self, id: TaskRef<'_>) {
         let map = self.by_task.lock().unwrap_or_else(|p| p.into_inner());
         // The common case — nobody watches — costs one hash lookup (with one small copy).
-        if let Some(list) = map.get(&(id.tenant.clone(), id.task_id.to_owned())) {
+        if let Some(list) = map.get(&(id.tenant.clone(), id.task_id.clone())) {
             for w in list.iter().filter_map(Weak::upgrade) {
                 w.notify_one();
             }
@@ -204,7 +204,7 @@ mod tests {
     fn record(tenant: &str, id: &str) -> TaskRecord {
         TaskRecord::new(
             tenant.into(),
-            id.into(),
+            TaskId::parse(id).expect("a task id"),
             "wait",
             Some(60_000),
             1000,
@@ -217,8 +217,8 @@ mod tests {
         let watchers = Arc::new(Watchers::default());
         let store = Watched::new(MemoryStore::new(), watchers.clone());
         let (mine, other) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-        let _a = watchers.watch(&"acme".into(), &["t1".into()], &mine);
-        let _b = watchers.watch(&"globex".into(), &["t1".into()], &other);
+        let _a = watchers.watch(&"acme".into(), &[TaskId::from_static("t1")], &mine);
+        let _b = watchers.watch(&"globex".into(), &[TaskId::from_static("t1")], &other);
         store
             .create(&record("acme", "t1"), &Value::Null)
             .await
@@ -239,14 +239,18 @@ mod tests {
     async fn dropping_a_watch_unregisters_it() {
         let watchers = Arc::new(Watchers::default());
         let wake = Arc::new(Notify::new());
-        let w = watchers.watch(&"acme".into(), &["t1".into(), "t2".into()], &wake);
+        let w = watchers.watch(
+            &"acme".into(),
+            &[TaskId::from_static("t1"), TaskId::from_static("t2")],
+            &wake,
+        );
         let other = Arc::new(Notify::new());
-        let w2 = watchers.watch(&"acme".into(), &["t1".into()], &other);
+        let w2 = watchers.watch(&"acme".into(), &[TaskId::from_static("t1")], &other);
         assert_eq!(watchers.watched(), 2);
         drop(w);
         assert_eq!(watchers.watched(), 1, "t1 is still watched by the second");
         drop(w2);
         assert_eq!(watchers.watched(), 0);
-        watchers.changed(TaskRef::new(&"acme".into(), "t1"));
+        watchers.changed(TaskRef::new(&"acme".into(), &TaskId::from_static("t1")));
     }
 }

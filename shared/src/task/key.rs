@@ -2,6 +2,7 @@
 //! It lives with the task (a [`TaskRecord`](super::TaskRecord) and a
 //! [`WorkMessage`](crate::queue::WorkMessage) both name one); the store's calls take it.
 
+use super::TaskId;
 use crate::tenant::Tenant;
 
 /// A task's key, as listed for recovery and sweeps.
@@ -10,16 +11,13 @@ pub struct TaskKey {
     /// Owner tenant.
     pub tenant: Tenant,
     /// Task id.
-    pub task_id: String,
+    pub task_id: TaskId,
 }
 
 impl TaskKey {
     /// The key of `tenant`'s task `task_id`.
-    pub fn new(tenant: Tenant, task_id: impl Into<String>) -> Self {
-        Self {
-            tenant,
-            task_id: task_id.into(),
-        }
+    pub fn new(tenant: Tenant, task_id: TaskId) -> Self {
+        Self { tenant, task_id }
     }
 
     /// The key borrowed, as the store's calls take it.
@@ -39,12 +37,12 @@ pub struct TaskRef<'a> {
     /// Owner tenant.
     pub tenant: &'a Tenant,
     /// Task id.
-    pub task_id: &'a str,
+    pub task_id: &'a TaskId,
 }
 
 impl<'a> TaskRef<'a> {
     /// `tenant`'s task `task_id`.
-    pub fn new(tenant: &'a Tenant, task_id: &'a str) -> Self {
+    pub fn new(tenant: &'a Tenant, task_id: &'a TaskId) -> Self {
         Self { tenant, task_id }
     }
 
@@ -52,7 +50,7 @@ impl<'a> TaskRef<'a> {
     pub fn to_key(self) -> TaskKey {
         TaskKey {
             tenant: self.tenant.clone(),
-            task_id: self.task_id.to_owned(),
+            task_id: self.task_id.clone(),
         }
     }
 }

@@ -4,7 +4,7 @@ use serde_json::json;
 fn record() -> TaskRecord {
     TaskRecord::new(
         "t".into(),
-        new_task_id(),
+        TaskId::generate(),
         "tool",
         Some(60_000),
         1000,
@@ -193,8 +193,8 @@ fn input_keys_are_never_reused() {
 
 #[test]
 fn task_ids_are_unique_printable_and_short() {
-    let a = new_task_id();
-    let b = new_task_id();
+    let a = TaskId::generate();
+    let b = TaskId::generate();
     assert_ne!(a, b);
     assert!(is_valid_task_id(&a));
     assert!(a.len() <= 128);
@@ -222,7 +222,7 @@ fn detailed_task_carries_what_its_status_requires() {
 /// `tasks/get` answers for records of every shape, fixed in time and id.
 fn pinned_cases() -> Vec<(Value, TaskRecord)> {
     let pin = |mut t: TaskRecord| {
-        t.task_id = "tsk_01KB0000000000000000000000deadbeefcafe0000".into();
+        t.task_id = TaskId::from_static("tsk_01KB0000000000000000000000deadbeefcafe0000");
         t.created_at_ms = 1_785_240_000_123;
         t.last_updated_at_ms = 1_785_240_061_456;
         t

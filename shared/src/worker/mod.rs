@@ -265,12 +265,13 @@ impl Worker {
                 .as_millis() as u64
             + self.settings.lease.as_millis() as u64;
         let max = self.settings.quotas.max_running_jobs;
-        if !slots.take(&msg.tenant, &owner, max, until).await? {
+        let slot = crate::quota::SlotKey::runs_of(&msg.tenant);
+        if !slots.take(&slot, &owner, max, until).await? {
             tracing::info!(task_id = %msg.task_id, max, "quota.deferred: the tenant runs as many jobs as it may");
             return self.wait_turn(msg).await;
         }
         let outcome = self.handle_as(msg, &owner, Some(deadline), release).await;
-        if let Err(e) = slots.release(&msg.tenant, &owner).await {
+        if let Err(e) = slots.release(&slot, &owner).await {
             // It frees itself when its time is up.
             tracing::warn!(task_id = %msg.task_id, error = %e, "releasing a running place failed");
         }

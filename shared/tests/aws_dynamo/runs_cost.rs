@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::Client;
 use mcp_tasks_core::aws::dynamo::DynamoStore;
-use mcp_tasks_core::quota::RunSlots;
+use mcp_tasks_core::quota::{RunSlots, SlotKey};
 use mcp_tasks_core::tenant::Tenant;
 
 use crate::{client, common, drop_table, fresh_store};
@@ -66,7 +66,7 @@ async fn a_full_tenants_take_is_one_read_and_no_write() {
     let (url, calls) = counting_proxy(endpoint).await;
     let conf = c.config().to_builder().endpoint_url(url).build();
     let store = DynamoStore::new(Client::from_conf(conf), direct.table_name());
-    let tenant = Tenant::from("busy");
+    let tenant = SlotKey::runs_of(&Tenant::from("busy"));
     let until = mcp_tasks_core::clock::now_ms() + 600_000;
     for i in 0..4 {
         assert!(

@@ -122,7 +122,7 @@ impl mcp_tasks_core::queue::WorkQueue for Backlogged {
 async fn create_many(store: &DynamoStore, n: usize, make: impl Fn() -> TaskRecord) -> Vec<String> {
     use futures_util::StreamExt as _;
     let tasks: Vec<TaskRecord> = (0..n).map(|_| make()).collect();
-    let ids = tasks.iter().map(|t| t.task_id.clone()).collect();
+    let ids = tasks.iter().map(|t| t.task_id.to_string()).collect();
     futures_util::stream::iter(tasks)
         .map(|t| async move { store.create(&t, &args()).await.unwrap() })
         .buffer_unordered(32)
@@ -206,7 +206,7 @@ async fn the_sweep_reads_only_what_it_could_act_on_however_many_tasks_wait() {
         "{stats:?}"
     );
     let mut sent: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
-        .map(|m| m.task_id)
+        .map(|m| m.task_id.into())
         .collect();
     sent.sort();
     orphans.sort();

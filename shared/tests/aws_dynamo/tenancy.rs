@@ -7,7 +7,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use mcp_tasks_core::aws::dynamo::{self};
 use mcp_tasks_core::store::contract::{args, task};
 use mcp_tasks_core::store::{StoreError, TaskRef, TaskStore};
-use mcp_tasks_core::task::TaskStatus;
+use mcp_tasks_core::task::{TaskId, TaskStatus};
 use mcp_tasks_core::tenant::Tenant;
 
 use crate::{client, drop_table, engine_over, fresh_store, raw_item};
@@ -18,16 +18,16 @@ async fn a_task_is_never_readable_or_writable_from_another_tenant() {
     let store = fresh_store(&client).await;
     // Task ids may contain '#': ("a#b", "c") and ("a", "b#c") must stay two different tasks.
     let mut one = task("a#b", None);
-    one.task_id = "c".into();
+    one.task_id = TaskId::from_static("c");
     let mut two = task("a", None);
-    two.task_id = "b#c".into();
+    two.task_id = TaskId::from_static("b#c");
     store.create(&one, &args()).await.unwrap();
     store.create(&two, &args()).await.unwrap();
     assert_eq!(
         store
             .get(TaskRef {
                 tenant: &"a#b".into(),
-                task_id: "c"
+                task_id: &TaskId::from_static("c")
             })
             .await
             .unwrap(),
@@ -37,7 +37,7 @@ async fn a_task_is_never_readable_or_writable_from_another_tenant() {
         store
             .get(TaskRef {
                 tenant: &"a".into(),
-                task_id: "b#c"
+                task_id: &TaskId::from_static("b#c")
             })
             .await
             .unwrap(),
@@ -120,7 +120,10 @@ async fn a_record_is_trusted_only_at_its_own_key() {
     .unwrap();
     let under = |tenant: &str, task_id: &str| {
         let mut item = original.clone();
-        let key = dynamo::pk(TaskRef::new(&Tenant::from(tenant), task_id));
+        let key = dynamo::pk(TaskRef::new(
+            &Tenant::from(tenant),
+            &TaskId::parse(task_id).unwrap(),
+        ));
         item.insert(dynamo::ATTR_PK.into(), AttributeValue::S(key.clone()));
         item.insert(dynamo::ATTR_ACTIVE.into(), AttributeValue::S(key));
         item.insert(
@@ -177,7 +180,7 @@ async fn a_record_is_trusted_only_at_its_own_key() {
     );
 
     // Within one tenant: a copy under another task id is no second task.
-    let other = format!("{id}-copy");
+    let other = TaskId::parse(format!("{id}-copy")).unwrap();
     put_raw(&client, &table, under("tenant-a", &other)).await;
     assert_eq!(
         store
@@ -200,7 +203,7 @@ async fn a_record_is_trusted_only_at_its_own_key() {
         .await
         .unwrap()
         .into_iter()
-        .map(|t| t.task_id)
+        .map(|t| t.task_id.into())
         .collect();
     assert_eq!(listed, std::slice::from_ref(&id));
     assert_eq!(

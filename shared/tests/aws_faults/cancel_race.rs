@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use mcp_tasks_core::queue::{WorkKind, WorkMessage};
-use mcp_tasks_core::task::TaskRef;
 use mcp_tasks_core::task::TaskStatus;
+use mcp_tasks_core::task::{TaskId, TaskRef};
 use mcp_tasks_core::tenant::Tenant;
 use mcp_tasks_core::worker::Outcome;
 use tokio::time::sleep;
@@ -56,7 +56,7 @@ async fn cancel_racing_completion_ends_in_one_stable_state() {
                 let (key, id) = rig.create(&engine, 2, ms, false).await;
                 let msg = WorkMessage {
                     tenant: TENANT.into(),
-                    task_id: id.clone(),
+                    task_id: TaskId::parse(id.clone()).unwrap(),
                     kind: WorkKind::Start,
                 };
                 let ended = AtomicBool::new(false);
@@ -79,7 +79,10 @@ async fn cancel_racing_completion_ends_in_one_stable_state() {
                     }
                     sleep(Duration::from_millis(jitter)).await;
                     engine
-                        .cancel(TaskRef::new(&Tenant::from(TENANT), &id))
+                        .cancel(TaskRef::new(
+                            &Tenant::from(TENANT),
+                            &TaskId::parse(id.clone()).unwrap(),
+                        ))
                         .await
                         .expect("tasks/cancel");
                 };
@@ -95,7 +98,10 @@ async fn cancel_racing_completion_ends_in_one_stable_state() {
                 // Later: another cancel and another delivery change nothing.
                 sleep(Duration::from_millis(500)).await;
                 engine
-                    .cancel(TaskRef::new(&Tenant::from(TENANT), &id))
+                    .cancel(TaskRef::new(
+                        &Tenant::from(TENANT),
+                        &TaskId::parse(id.clone()).unwrap(),
+                    ))
                     .await
                     .expect("tasks/cancel");
                 let third = worker.handle(&msg, None).await;

@@ -94,11 +94,11 @@ pub async fn deliver(
 ) {
     traffic.deliveries.fetch_add(1, Ordering::Relaxed);
     lock(&traffic.messages)
-        .entry(d.msg.task_id.clone())
+        .entry(d.msg.task_id.to_string())
         .or_default()
         .insert(d.message_id.clone(), d.msg.kind);
     let deadline = Instant::now() + invocation;
-    let task_id = d.msg.task_id.clone();
+    let task_id = d.msg.task_id.to_string();
     let kill = traffic.crash.as_ref().and_then(|c| {
         let mut busy = lock(&c.busy);
         let wanted = lock(&c.left).get(&task_id).copied().unwrap_or(0) > 0;

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcp_tasks_core::queue::{WorkKind, WorkMessage};
+use mcp_tasks_core::task::TaskId;
 use tokio::time::{Instant, sleep};
 
 use crate::consumers::{Crash, Traffic, consume, settings};
@@ -136,7 +137,7 @@ async fn the_sweep_recovers_tasks_without_a_message() {
     for id in &died {
         let msg = WorkMessage {
             tenant: TENANT.into(),
-            task_id: id.clone(),
+            task_id: TaskId::parse(id.clone()).unwrap(),
             kind: WorkKind::Start,
         };
         let w = dying.clone();

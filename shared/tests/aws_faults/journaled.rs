@@ -66,7 +66,7 @@ impl Journaled {
             task.cancel_requested
         );
         lock(&self.journal)
-            .entry(task.task_id.clone())
+            .entry(task.task_id.to_string())
             .or_default()
             .push(line);
     }
@@ -104,7 +104,7 @@ impl TaskStore for Journaled {
         let item_lock = self
             .locks
             .as_ref()
-            .map(|l| lock(l).entry(task.task_id.clone()).or_default().clone());
+            .map(|l| lock(l).entry(task.task_id.to_string()).or_default().clone());
         let _held = match &item_lock {
             Some(l) => Some(l.lock().await),
             None => None,
@@ -113,12 +113,12 @@ impl TaskStore for Journaled {
         self.note(task, format!("update v{} -> {out:?}", task.version));
         if out.is_ok() && task.status.is_terminal() {
             *lock(&self.terminal)
-                .entry(task.task_id.clone())
+                .entry(task.task_id.to_string())
                 .or_default() += 1;
         }
         if out.is_ok()
             && !lock(&self.written)
-                .entry(task.task_id.clone())
+                .entry(task.task_id.to_string())
                 .or_default()
                 .insert(task.version)
         {

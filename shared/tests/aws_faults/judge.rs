@@ -48,7 +48,11 @@ pub fn judge_completed(
     });
     if !bad.is_empty() {
         eprintln!("aws_faults: {}: the consumers saw", t.task_id);
-        for line in lock(&traffic.log).get(&t.task_id).into_iter().flatten() {
+        for line in lock(&traffic.log)
+            .get(t.task_id.as_str())
+            .into_iter()
+            .flatten()
+        {
             eprintln!("    {line}");
         }
         eprintln!("aws_faults: {}: the store saw", t.task_id);

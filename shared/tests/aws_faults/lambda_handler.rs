@@ -128,7 +128,7 @@ async fn the_lambda_worker_handler_completes_duplicated_work_once() {
             )
             .await
             .expect("create_task");
-        jobs.push((tenths, task.task_id));
+        jobs.push((tenths, task.task_id.to_string()));
     }
     let traffic = Traffic::new(None);
     let consumers = consume_lambda(&rig, workers, &traffic, Duration::from_millis(500));

@@ -11,7 +11,7 @@ use mcp_tasks_core::aws::sqs::SqsQueue;
 use mcp_tasks_core::engine::{Engine, TaskSettings};
 use mcp_tasks_core::queue::{QueueError, WorkMessage, WorkQueue};
 use mcp_tasks_core::store::{TaskRef, TaskStore};
-use mcp_tasks_core::task::{TaskRecord, TaskStatus};
+use mcp_tasks_core::task::{TaskId, TaskRecord, TaskStatus};
 use mcp_tasks_core::tenant::Tenant;
 use mcp_tasks_core::tools::{Policy, Registry, ToolDef};
 use mcp_tasks_core::worker::{Worker, WorkerSettings};
@@ -119,7 +119,7 @@ impl Rig {
         self.store
             .get(TaskRef {
                 tenant: &Tenant::from(TENANT),
-                task_id,
+                task_id: &TaskId::parse(task_id).expect("a task id"),
             })
             .await
             .expect("GetItem")
@@ -143,7 +143,7 @@ impl Rig {
             )
             .await
             .expect("create_task");
-        (key, task.task_id)
+        (key, task.task_id.into())
     }
 
     pub async fn receive(&self, wait_seconds: i32) -> Vec<Delivery> {

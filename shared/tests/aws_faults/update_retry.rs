@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use mcp_tasks_core::queue::WorkKind;
-use mcp_tasks_core::task::TaskRef;
 use mcp_tasks_core::task::TaskStatus;
+use mcp_tasks_core::task::{TaskId, TaskRef};
 use mcp_tasks_core::tenant::Tenant;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
@@ -52,17 +52,19 @@ async fn a_retried_update_has_one_effect() {
     let tenant = Tenant::from(TENANT);
     for (i, id) in ids.iter().enumerate() {
         let before = rig.task(id).await;
+        let task_id = TaskId::parse(id.clone()).unwrap();
         if i % 2 == 0 {
             for _ in 0..2 {
                 engine
-                    .update(TaskRef::new(&tenant, id), &answer)
+                    .update(TaskRef::new(&tenant, &task_id), &answer)
                     .await
                     .expect("tasks/update");
                 updates += 1;
             }
         } else {
             let all =
-                join_all((0..3).map(|_| engine.update(TaskRef::new(&tenant, id), &answer))).await;
+                join_all((0..3).map(|_| engine.update(TaskRef::new(&tenant, &task_id), &answer)))
+                    .await;
             for r in all {
                 r.expect("tasks/update");
                 updates += 1;
@@ -118,7 +120,10 @@ async fn a_retried_update_has_one_effect() {
         }
         // And a retry after the end is acked without a write.
         engine
-            .update(TaskRef::new(&tenant, id), &answer)
+            .update(
+                TaskRef::new(&tenant, &TaskId::parse(id.clone()).unwrap()),
+                &answer,
+            )
             .await
             .expect("tasks/update");
         updates += 1;

@@ -17,6 +17,7 @@ use aws_sdk_sqs::types::MessageSystemAttributeName;
 use mcp_tasks_core::aws::dynamo::{ATTR_PK, tenant_prefix};
 use mcp_tasks_core::aws::sqs;
 use mcp_tasks_core::quota::RunSlots;
+use mcp_tasks_core::quota::SlotKey;
 use mcp_tasks_core::store::{StoreError, TaskRef, TaskStore as _};
 use mcp_tasks_core::task::TaskStatus;
 use mcp_tasks_core::tenant::Tenant;
@@ -35,14 +36,14 @@ struct ReadThenPut {
 impl RunSlots for ReadThenPut {
     async fn take(
         &self,
-        tenant: &Tenant,
+        slot: &SlotKey,
         owner: &str,
         max: usize,
         until_ms: u64,
     ) -> Result<bool, StoreError> {
         let (table, key) = (
             self.table.get().unwrap(),
-            format!("{}#runs", tenant_prefix(tenant)),
+            format!("{}#runs", tenant_prefix(&Tenant::from(slot.as_str()))),
         );
         for _ in 0..16 {
             let item = self
@@ -95,8 +96,8 @@ impl RunSlots for ReadThenPut {
         Err(StoreError::Conflict)
     }
 
-    async fn release(&self, tenant: &Tenant, owner: &str) -> Result<(), StoreError> {
-        let key = format!("{}#runs", tenant_prefix(tenant));
+    async fn release(&self, slot: &SlotKey, owner: &str) -> Result<(), StoreError> {
+        let key = format!("{}#runs", tenant_prefix(&Tenant::from(slot.as_str())));
         let _ = self
             .client
             .update_item()

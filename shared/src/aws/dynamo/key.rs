@@ -6,22 +6,33 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::{ATTR_PK, ATTR_QUIET, ATTR_SHARD, SHARDS};
-use crate::task::{TaskKey, TaskRef};
+use crate::quota::SlotKey;
+use crate::task::{TaskId, TaskKey, TaskRef};
 use crate::tenant::Tenant;
 
 /// The table key of a task: `{tenant}#{taskId}`, with `%` and `#` escaped in the tenant so the
 /// first `#` always ends it.
 pub fn pk(id: TaskRef<'_>) -> String {
-    let mut k = tenant_prefix(id.tenant);
-    k.push_str(id.task_id);
+    pk_of(id.tenant, id.task_id)
+}
+
+/// [`pk`] of a task id that need not be one (where a listing starts after).
+pub(super) fn pk_of(tenant: &Tenant, task_id: &str) -> String {
+    let mut k = tenant_prefix(tenant);
+    k.push_str(task_id);
     k
 }
 
 /// The `tenant_active` partition key of a tenant: the start of its tasks' [`pk`]s, the escaped
 /// tenant and `#` (so it is never empty, and two tenants never share it).
 pub fn tenant_prefix(tenant: &Tenant) -> String {
-    let mut k = String::with_capacity(tenant.len() + 47);
-    for c in tenant.chars() {
+    prefix_of(tenant)
+}
+
+/// [`tenant_prefix`] of a name: escaped, then `#`.
+fn prefix_of(name: &str) -> String {
+    let mut k = String::with_capacity(name.len() + 47);
+    for c in name.chars() {
         match c {
             '%' => k.push_str("%25"),
             '#' => k.push_str("%23"),
@@ -37,7 +48,7 @@ pub(super) fn split_pk(k: &str) -> Option<TaskKey> {
     let (tenant, task_id) = k.split_once('#')?;
     Some(TaskKey::new(
         Tenant::from(tenant.replace("%23", "#").replace("%25", "%")),
-        task_id,
+        TaskId::parse(task_id)?,
     ))
 }
 
@@ -51,10 +62,11 @@ pub(super) fn shard_of(pk: &str) -> u32 {
     (h % u64::from(SHARDS)) as u32
 }
 
-/// The key of a tenant's running-jobs item: `#` after the tenant's key prefix, where a task
-/// key has its task id (task ids never start with `#`).
-pub(super) fn runs_key(tenant: &Tenant) -> String {
-    let mut k = tenant_prefix(tenant);
+/// The key of a [`SlotKey`]'s item (a tenant's running jobs, its open streams, all streams):
+/// `#runs` after the key's escaped prefix, where a task key has its task id (task ids never
+/// start with `#`); for a tenant's running jobs, the tenant's key prefix.
+pub(super) fn runs_key(slot: &SlotKey) -> String {
+    let mut k = prefix_of(slot.as_str());
     k.push_str("#runs");
     k
 }

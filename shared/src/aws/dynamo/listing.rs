@@ -5,14 +5,13 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 
-use super::key::{QuietCursor, split_pk};
+use super::key::{QuietCursor, pk_of, split_pk};
 use super::{
     ATTR_ACTIVE, ATTR_EXPIRES_MS, ATTR_PK, ATTR_QUIET, ATTR_SHARD, ATTR_TENANT_ACTIVE, DynamoStore,
-    INDEX_ACTIVE, INDEX_QUIET, INDEX_TENANT_ACTIVE, SHARDS, backend, pk, tenant_prefix,
+    INDEX_ACTIVE, INDEX_QUIET, INDEX_TENANT_ACTIVE, SHARDS, backend, tenant_prefix,
 };
 use crate::store::{QuietPage, StoreError, TaskKey};
 use crate::task::TaskRecord;
-use crate::task::TaskRef;
 use crate::tenant::Tenant;
 
 /// Most keys in one `BatchGetItem`.
@@ -175,10 +174,7 @@ impl DynamoStore {
             if let Some(a) = after {
                 req = req
                     .expression_attribute_names("#pk", ATTR_PK)
-                    .expression_attribute_values(
-                        ":after",
-                        AttributeValue::S(pk(TaskRef::new(tenant, a))),
-                    );
+                    .expression_attribute_values(":after", AttributeValue::S(pk_of(tenant, a)));
             }
             let page = req
                 .send()

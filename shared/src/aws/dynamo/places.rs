@@ -185,7 +185,7 @@ impl DynamoStore {
             .expression_attribute_names("#at", "at")
             .expression_attribute_names("#last", "last")
             .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
-            .expression_attribute_values(":id", AttributeValue::S(task_id.to_owned()))
+            .expression_attribute_values(":id", AttributeValue::S(task_id.to_string()))
             .expression_attribute_values(":one", AttributeValue::N("1".into()))
             .expression_attribute_values(":max", AttributeValue::N(max.to_string()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)

@@ -10,8 +10,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use super::key::runs_key;
 use super::write::jittered;
 use super::{ATTR_PK, DynamoStore, backend};
+use crate::quota::SlotKey;
 use crate::store::StoreError;
-use crate::tenant::Tenant;
 
 /// Rounds of one `take` that find the item changing under them (its first runs racing to
 /// make it, lapsed runs being dropped by another taker) before it answers "not now".
@@ -46,12 +46,12 @@ const MAX_DROPPED: usize = 50;
 impl crate::quota::RunSlots for DynamoStore {
     async fn take(
         &self,
-        tenant: &Tenant,
+        slot: &SlotKey,
         owner: &str,
         max: usize,
         until_ms: u64,
     ) -> Result<bool, StoreError> {
-        let key = runs_key(tenant);
+        let key = runs_key(slot);
         if self.surely_full(&key, owner, max).await? {
             return Ok(false);
         }
@@ -87,11 +87,11 @@ impl crate::quota::RunSlots for DynamoStore {
         Ok(false)
     }
 
-    async fn release(&self, tenant: &Tenant, owner: &str) -> Result<(), StoreError> {
+    async fn release(&self, slot: &SlotKey, owner: &str) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.table)
-            .key(ATTR_PK, AttributeValue::S(runs_key(tenant)))
+            .key(ATTR_PK, AttributeValue::S(runs_key(slot)))
             .update_expression("REMOVE runs.#o ADD v :one")
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_names("#o", owner)

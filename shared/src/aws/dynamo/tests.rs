@@ -1,29 +1,40 @@
 use super::item::{RESERVED, number_in_range};
 use super::key::split_pk;
 use super::*;
-use crate::task::{TaskStatus, new_task_id};
+use crate::task::{TaskId, TaskStatus};
 use serde_json::json;
 
 fn record(tenant: &str, ttl: Option<u64>) -> TaskRecord {
-    let mut t = TaskRecord::new(tenant.into(), new_task_id(), "tool", ttl, 1000, json!({}));
+    let mut t = TaskRecord::new(
+        tenant.into(),
+        TaskId::generate(),
+        "tool",
+        ttl,
+        1000,
+        json!({}),
+    );
     t.checkpoint = json!({"n": 1, "s": "", "f": 0.5, "deep": {"a": [1, null, true]}});
     t
 }
 
 #[test]
 fn keys_escape_the_tenant_so_different_pairs_never_collide() {
-    assert_eq!(pk(TaskRef::new(&"acme".into(), "tsk_1")), "acme#tsk_1");
-    assert_ne!(
-        pk(TaskRef::new(&"a#b".into(), "c")),
-        pk(TaskRef::new(&"a".into(), "b#c"))
+    assert_eq!(
+        pk(TaskRef::new(&"acme".into(), &TaskId::from_static("tsk_1"))),
+        "acme#tsk_1"
     );
     assert_ne!(
-        pk(TaskRef::new(&"a%23".into(), "c")),
-        pk(TaskRef::new(&"a#".into(), "c"))
+        pk(TaskRef::new(&"a#b".into(), &TaskId::from_static("c"))),
+        pk(TaskRef::new(&"a".into(), &TaskId::from_static("b#c")))
     );
-    for (tenant, id) in [("a#b", "c"), ("a", "b#c"), ("%#%", "#%#"), ("", "x")] {
+    assert_ne!(
+        pk(TaskRef::new(&"a%23".into(), &TaskId::from_static("c"))),
+        pk(TaskRef::new(&"a#".into(), &TaskId::from_static("c")))
+    );
+    for (tenant, id) in [("a#b", "c"), ("a", "b#c"), ("%#%", "%#%#"), ("", "x")] {
+        let id = &TaskId::from_static(id);
         let k = split_pk(&pk(TaskRef::new(&Tenant::from(tenant), id))).unwrap();
-        assert_eq!((k.tenant.as_str(), k.task_id.as_str()), (tenant, id));
+        assert_eq!((k.tenant.as_str(), &k.task_id), (tenant, id));
         // The tenant index's partition key is the key's tenant part: never empty.
         assert!(
             pk(TaskRef::new(&Tenant::from(tenant), id))
@@ -40,7 +51,12 @@ fn shards_are_stable_and_spread() {
     // Stored in items: must never change between releases.
     assert_eq!(shard_of(""), (0xcbf2_9ce4_8422_2325u64 % 16) as u32);
     let used: std::collections::HashSet<u32> = (0..200)
-        .map(|i| shard_of(&pk(TaskRef::new(&"t".into(), &format!("tsk_{i}")))))
+        .map(|i| {
+            shard_of(&pk(TaskRef::new(
+                &"t".into(),
+                &TaskId::parse(format!("tsk_{i}")).unwrap(),
+            )))
+        })
         .collect();
     assert_eq!(used.len(), SHARDS as usize);
 }

@@ -9,6 +9,7 @@ use crate::handler::{HttpRequest, ReplyBody, ServiceConfig};
 use crate::protocol::state::StateSealer;
 use crate::queue::LocalQueue;
 use crate::store::memory::MemoryStore;
+use crate::task::TaskRef;
 use crate::tools::Registry;
 use crate::tools::doubles;
 

@@ -167,7 +167,7 @@ pub(super) async fn tenant_listing_pages_cover_every_task_once_in_order(s: &impl
         if page.is_empty() {
             break;
         }
-        got.extend(page.into_iter().map(|t| t.task_id));
+        got.extend(page.into_iter().map(|t| t.task_id.to_string()));
     }
     assert_eq!(got, want, "every task once, in task-id order");
     assert!(

@@ -55,7 +55,7 @@ use super::{Claim, Policy, Preflight, Registry, Tool, ToolDef, TypedTool, typed}
 use crate::jobs::runner::{Final, Lane, Runner, Taken, panicked, task_end};
 use crate::jobs::{JobContext, JobError, Progress, ProgressSink, Step};
 use crate::protocol::{ErrorObject, McpError};
-use crate::task::{TaskRecord, TaskStatus};
+use crate::task::{TaskId, TaskRecord, TaskStatus};
 use crate::tenant::Tenant;
 
 /// Runs one tool the way the server does. Cheap to make; one per test is fine.
@@ -166,7 +166,7 @@ impl ToolKit {
             tenant: self.tenant.clone(),
             record: TaskRecord::new(
                 self.tenant.clone(),
-                "tsk_testkit".into(),
+                TaskId::from_static("tsk_testkit"),
                 name,
                 None,
                 1000,

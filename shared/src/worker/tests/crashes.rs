@@ -1,6 +1,7 @@
 //! Crashes and failures: resuming after a lease, panics, abandon, jobs that keep dying.
 
 use super::*;
+use crate::task::TaskId;
 
 // Real time: leases are wall-clock (they are shared between machines).
 #[tokio::test]
@@ -84,7 +85,7 @@ async fn abandon_fails_only_working_tasks_that_no_live_run_holds() {
 
     // Gone: nothing to do.
     let ghost = WorkMessage {
-        task_id: "tsk_ghost".into(),
+        task_id: TaskId::from_static("tsk_ghost"),
         ..msg
     };
     assert!(!r.worker.abandon(&ghost).await.unwrap());

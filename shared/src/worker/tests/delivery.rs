@@ -1,6 +1,7 @@
 //! Messages: duplicates, missing or finished tasks, unknown tools, where arguments are read.
 
 use super::*;
+use crate::task::TaskId;
 
 #[tokio::test]
 async fn a_duplicate_message_never_runs_the_job_twice() {
@@ -35,7 +36,7 @@ async fn a_run_reads_its_arguments_once_from_wherever_they_were_stored() {
 
     let mut old = TaskRecord::new(
         "t".into(),
-        crate::task::new_task_id(),
+        crate::task::TaskId::generate(),
         "count",
         None,
         1000,
@@ -73,7 +74,7 @@ async fn messages_for_missing_or_finished_tasks_are_dropped() {
     let mut r = rig(fast());
     let ghost = WorkMessage {
         tenant: "t".into(),
-        task_id: "tsk_ghost".into(),
+        task_id: TaskId::from_static("tsk_ghost"),
         kind: WorkKind::Start,
     };
     assert_eq!(
@@ -103,7 +104,7 @@ async fn an_unknown_tool_is_waited_for_then_failed() {
     });
     let young = TaskRecord::new(
         "t".into(),
-        crate::task::new_task_id(),
+        crate::task::TaskId::generate(),
         "newer",
         None,
         1000,
@@ -122,7 +123,7 @@ async fn an_unknown_tool_is_waited_for_then_failed() {
 
     let mut old = TaskRecord::new(
         "t".into(),
-        crate::task::new_task_id(),
+        crate::task::TaskId::generate(),
         "newer",
         None,
         1000,

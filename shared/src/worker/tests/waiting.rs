@@ -12,7 +12,12 @@ async fn full_tenant() -> (Rig, Arc<MemoryRunSlots>) {
     let slots = Arc::new(MemoryRunSlots::default());
     assert!(
         slots
-            .take(&"t".into(), "another-run", 1, u64::MAX)
+            .take(
+                &crate::quota::SlotKey::runs_of(&"t".into()),
+                "another-run",
+                1,
+                u64::MAX
+            )
             .await
             .unwrap()
     );
@@ -114,7 +119,10 @@ async fn a_lost_wait_is_taken_over_and_a_freed_place_runs_the_job() {
         "{out:?}"
     );
     // The place frees: the waiting message runs the job, and the mark is gone.
-    slots.release(&"t".into(), "another-run").await.unwrap();
+    slots
+        .release(&crate::quota::SlotKey::runs_of(&"t".into()), "another-run")
+        .await
+        .unwrap();
     let Outcome::Deferred(next, _) = out else {
         unreachable!()
     };

@@ -2,13 +2,14 @@
 
 use super::*;
 use crate::task::Lease;
+use crate::task::TaskId;
 
 #[test]
 fn the_retry_policy_never_polls_forever_and_never_kills_a_live_run() {
     let busy = Ok(Outcome::Busy(Duration::from_secs(3)));
     let waiting = WorkMessage {
         tenant: "t".into(),
-        task_id: "tsk_1".into(),
+        task_id: TaskId::from_static("tsk_1"),
         kind: crate::queue::WorkKind::Start,
     };
     let err: Result<Outcome, WorkerError> = Err(StoreError::backend("down").into());

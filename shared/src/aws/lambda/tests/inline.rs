@@ -16,7 +16,17 @@ async fn an_inline_call_of_the_mcp_function_takes_a_place_in_the_shared_record()
     let (ports, _rx) = Ports::in_memory();
     let slots = ports.run_slots.clone().unwrap();
     let far = crate::clock::now_ms() + 60_000;
-    assert!(slots.take(&"local".into(), "a-job", 1, far).await.unwrap());
+    assert!(
+        slots
+            .take(
+                &crate::quota::SlotKey::runs_of(&"local".into()),
+                "a-job",
+                1,
+                far
+            )
+            .await
+            .unwrap()
+    );
     let tools = crate::app::serving_registry(vec![crate::tools::doubles::wait()]);
     let service = super::service(&config, &ports, tools);
     let call = || {
@@ -55,9 +65,22 @@ async fn an_inline_call_of_the_mcp_function_takes_a_place_in_the_shared_record()
     let refused = answer().await;
     let quota = &refused["result"]["_meta"][crate::quota::QUOTA_META];
     assert_eq!(quota["limit"], "running_jobs", "{refused}");
-    slots.release(&"local".into(), "a-job").await.unwrap();
+    slots
+        .release(&crate::quota::SlotKey::runs_of(&"local".into()), "a-job")
+        .await
+        .unwrap();
     let ran = answer().await;
     assert_eq!(ran["result"]["content"][0]["text"], "Waited.", "{ran}");
     // Given back: the job takes its place again.
-    assert!(slots.take(&"local".into(), "a-job", 1, far).await.unwrap());
+    assert!(
+        slots
+            .take(
+                &crate::quota::SlotKey::runs_of(&"local".into()),
+                "a-job",
+                1,
+                far
+            )
+            .await
+            .unwrap()
+    );
 }

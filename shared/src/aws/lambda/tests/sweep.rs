@@ -33,7 +33,7 @@ async fn the_purge_runs_when_the_orphan_sweep_fails() {
     let r = rig();
     let mut expired = TaskRecord::new(
         "t".into(),
-        "tsk_x".into(),
+        crate::task::TaskId::from_static("tsk_x"),
         "wait",
         Some(1000),
         1000,

@@ -5,13 +5,14 @@ use http::{HeaderMap, HeaderValue, Method};
 
 use super::*;
 use crate::engine::{Engine, TaskSettings};
-use crate::handler::{HttpRequest, ServiceConfig};
+use crate::handler::{HttpRequest, ServiceConfig, StreamSlots};
 use crate::protocol::PROTOCOL_VERSION;
 use crate::protocol::state::StateSealer;
 use crate::queue::LocalQueue;
 use crate::store::memory::MemoryStore;
 use crate::store::watch::{Watched, Watchers};
 use crate::store::{TaskRef, TaskStore};
+use crate::task::TaskId;
 use crate::tools::Registry;
 use crate::tools::doubles;
 
@@ -101,7 +102,7 @@ fn wait_call(seconds: f64, token: bool) -> HttpRequest {
     req
 }
 
-async fn task(r: &Rig, tenant: &str) -> String {
+async fn task(r: &Rig, tenant: &str) -> TaskId {
     r.engine
         .create_task(
             &Tenant::from(tenant),

@@ -1,5 +1,5 @@
-//! `subscriptions/listen` with the tasks extension's `notifications.taskIds` filter, and the
-//! per-tenant cap on open streams it shares with long synchronous calls.
+//! `subscriptions/listen` with the tasks extension's `notifications.taskIds` filter (its
+//! per-tenant cap on open streams, shared with long synchronous calls, is `handler::streams`).
 //!
 //! The answer is an SSE stream: `notifications/subscriptions/acknowledged` first (the task ids
 //! agreed to: those of the caller's tenant that exist — any other id, another tenant's above
@@ -22,15 +22,14 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::sync::{Notify, mpsc};
 
-use super::deadline::{Delivery, token_expired, until};
-use super::{McpService, Reply, ReplyBody, finish};
 use crate::engine::EngineError;
+use crate::handler::deadline::{Delivery, token_expired, until};
+use crate::handler::{McpService, Reply, ReplyBody, finish};
 use crate::protocol::method;
 use crate::protocol::request::ListenParams;
 use crate::protocol::{McpError, RequestMeta, TASKS_EXTENSION, failure, success};
-use crate::quota::RunSlots;
 use crate::store::watch::ChangeFeed;
-use crate::task::TaskRef;
+use crate::task::{TaskId, TaskRef};
 use crate::task::{TaskRecord, TaskStatus};
 use crate::tenant::Tenant;
 
@@ -44,138 +43,6 @@ pub const LISTEN_POLL: Duration = Duration::from_secs(1);
 
 /// The `_meta` key naming the subscription a message belongs to.
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
-
-/// How long past its budget a stream's place is kept if its holder vanished without giving it
-/// back (a Lambda instance that died mid-stream).
-const SLOT_GRACE: Duration = Duration::from_secs(60);
-
-/// The per-tenant cap on open streams (long synchronous calls and subscriptions together):
-/// each holds a connection and, on Lambda, a whole function instance for up to the stream
-/// budget, so one tenant's streams must not use up what every tenant shares.
-pub struct StreamSlots {
-    slots: Arc<dyn RunSlots>,
-    max: usize,
-    /// Most streams of all tenants together (0: none), counted under [`ALL_STREAMS`].
-    total: usize,
-}
-
-/// The key all tenants' streams are counted under for the cap across tenants: no tenant's
-/// key (tenant names never hold control characters).
-const ALL_STREAMS: &str = "\u{1f}all-streams";
-
-impl StreamSlots {
-    /// At most `max` open streams per tenant, recorded in `slots` (in memory for one process;
-    /// the task table on Lambda, where every instance must see the same count).
-    pub fn new(slots: Arc<dyn RunSlots>, max: usize) -> Self {
-        Self {
-            slots,
-            max: max.max(1),
-            total: 0,
-        }
-    }
-
-    /// Also at most `total` open streams of all tenants together (0: no such cap).
-    pub fn with_total(mut self, total: usize) -> Self {
-        self.total = total;
-        self
-    }
-
-    /// The tenant's key in `slots`: apart from its running-jobs record (tenant names never
-    /// hold control characters).
-    fn key(tenant: &Tenant) -> Tenant {
-        Tenant::from(format!("{tenant}\u{1f}streams"))
-    }
-
-    /// Takes a place for a stream of `tenant` that lasts at most `budget`; `Err` when the
-    /// tenant already has its maximum open, or the record could not be written.
-    pub(super) async fn take(
-        &self,
-        tenant: &Tenant,
-        budget: Duration,
-    ) -> Result<StreamSlot, McpError> {
-        let mut owner = [0u8; 12];
-        crate::clock::random_bytes(&mut owner);
-        let owner: String = owner.iter().map(|b| format!("{b:02x}")).collect();
-        let until = crate::clock::now_ms() + (budget + SLOT_GRACE).as_millis() as u64;
-        match self
-            .slots
-            .take(&Self::key(tenant), &owner, self.max, until)
-            .await
-        {
-            Ok(true) => {
-                let slot = StreamSlot {
-                    slots: self.slots.clone(),
-                    tenant: Self::key(tenant),
-                    owner,
-                    total: self.total > 0,
-                };
-                if self.total == 0 {
-                    return Ok(slot);
-                }
-                let all = Tenant::from(ALL_STREAMS);
-                match self.slots.take(&all, &slot.owner, self.total, until).await {
-                    Ok(true) => Ok(slot),
-                    refused => {
-                        // Only the tenant's place was taken: give that one back.
-                        let slot = StreamSlot {
-                            total: false,
-                            ..slot
-                        };
-                        slot.release().await;
-                        if let Err(e) = refused {
-                            tracing::warn!(error = %e, "stream slot: the record could not be written");
-                            return Err(McpError::internal());
-                        }
-                        Err(McpError::invalid_request(format!(
-                            "Too many open streams on this server (at most {} long calls and \
-                             subscriptions at once, all clients together); retry when one has \
-                             ended",
-                            self.total
-                        ))
-                        .with_status(429))
-                    }
-                }
-            }
-            Ok(false) => Err(McpError::invalid_request(format!(
-                "Too many open streams of this client (at most {} long calls and \
-                 subscriptions at once); retry when one has ended",
-                self.max
-            ))
-            .with_status(429)),
-            Err(e) => {
-                tracing::warn!(error = %e, "stream slot: the record could not be written");
-                Err(McpError::internal())
-            }
-        }
-    }
-}
-
-/// One open stream's place ([`StreamSlots::take`]).
-pub(super) struct StreamSlot {
-    slots: Arc<dyn RunSlots>,
-    tenant: Tenant,
-    owner: String,
-    /// Whether it also holds a place under [`ALL_STREAMS`].
-    total: bool,
-}
-
-impl StreamSlot {
-    /// Gives the place back (awaited, so that on Lambda it is written before the answer ends
-    /// and the instance may be frozen; a place never given back lapses after its budget).
-    pub(super) async fn release(self) {
-        if let Err(e) = self.slots.release(&self.tenant, &self.owner).await {
-            tracing::warn!(error = %e, "stream slot: release failed; it lapses on its own");
-        }
-        if self.total
-            && let Err(e) = self
-                .slots
-                .release(&Tenant::from(ALL_STREAMS), &self.owner)
-                .await
-        {
-            tracing::warn!(error = %e, "stream slot: release failed; it lapses on its own");
-        }
-    }
-}
 
 /// What a subscriber has been told of one task: its status and outstanding input keys.
 #[derive(PartialEq)]
@@ -217,8 +84,12 @@ impl McpService {
         let mut agreed = Vec::new();
         if let (Some(ids), Some(_)) = (&requested, budget) {
             for id in ids {
-                match self.engine.get(TaskRef::new(tenant, id)).await {
-                    Ok(_) => agreed.push(id.clone()),
+                // A string no task could have is an unknown task: not agreed.
+                let Some(id) = TaskId::parse(id.as_str()) else {
+                    continue;
+                };
+                match self.engine.get(TaskRef::new(tenant, &id)).await {
+                    Ok(_) => agreed.push(id),
                     Err(e @ EngineError::Internal) => return Err(e.into()),
                     // Unknown, expired, or another tenant's: not agreed, and nothing said.
                     Err(_) => {}
@@ -280,7 +151,7 @@ struct Subscription {
     tenant: Tenant,
     sub_meta: Value,
     /// Agreed tasks not yet seen terminal, with what was last sent of each.
-    pending: Vec<(String, Option<Seen>)>,
+    pending: Vec<(TaskId, Option<Seen>)>,
     tx: mpsc::Sender<Value>,
 }
 
@@ -301,7 +172,7 @@ impl Subscription {
         let deadline = tokio::time::Instant::now() + budget;
         let wake = Arc::new(Notify::new());
         // Registered before the first read: a change after it wakes the next wait.
-        let ids: Vec<String> = self.pending.iter().map(|(id, _)| id.clone()).collect();
+        let ids: Vec<TaskId> = self.pending.iter().map(|(id, _)| id.clone()).collect();
         let feed = self.service.config.change_feed.clone();
         let _watch = match &feed {
             ChangeFeed::Push(w) => Some(w.watch(&self.tenant, &ids, &wake)),
