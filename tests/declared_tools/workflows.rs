@@ -251,7 +251,7 @@ fn the_example_approval_workflow_is_well_formed() {
         let targets: Vec<&str> = targets.into_iter().filter_map(Value::as_str).collect();
         let ends = s["End"] == true || matches!(kind, "Succeed" | "Fail");
         assert!(
-            ends != !targets.is_empty(),
+            ends == targets.is_empty(),
             "{name} ({kind}): ends or goes on, not both"
         );
         for t in targets {
