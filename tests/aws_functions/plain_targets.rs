@@ -209,7 +209,7 @@ async fn a_plain_lambda_runs_as_a_task_and_fails_by_kind() {
     );
     assert_eq!(
         logged(&r.invokes),
-        [args.clone()],
+        std::slice::from_ref(&args),
         "one Invoke, the arguments as its event"
     );
     // Without the tasks extension: the mcp function invokes it in place.
