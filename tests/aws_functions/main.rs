@@ -37,6 +37,7 @@ mod hand_overs;
 mod hostile;
 mod http_secret;
 mod lifecycles;
+mod plain_targets;
 mod secrets;
 mod workflows;
 

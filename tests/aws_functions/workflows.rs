@@ -3,7 +3,9 @@
 //! (`tests/targets/states_api.py`, reached through `AWS_ENDPOINT_URL_SFN`), the task store and
 //! queue on the emulator: a task parked between looks to its output, a synchronous call in the
 //! mcp function, a question answered through `tasks/update`, a cancel that stops the execution,
-//! and a worker killed while the execution runs that resumes the same single execution.
+//! a failed execution named by its error alone, a worker killed while the execution runs that
+//! resumes the same single execution, and a manifest naming a state machine the role may not
+//! start, refused at the cold start.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -11,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::support::targets::{Helper, logged, repo};
-use super::support_aws::{Env, Options};
+use super::support_aws::{Env, Options, Solo};
 use super::{poll, poll_terminal};
 
 const ARN: &str = "arn:aws:states:us-east-1:123456789012:stateMachine:";
@@ -35,6 +37,8 @@ async fn rig(test: &str) -> Option<Rig> {
             "quick=quick",
             "--machine",
             "long=long",
+            "--machine",
+            "failing=failing",
             "--log",
             &log.display().to_string(),
         ],
@@ -51,9 +55,10 @@ async fn rig(test: &str) -> Option<Rig> {
         entry("approve", "required"),
         entry("quick", "optional"),
         entry("long", "required"),
+        entry("failing", "required"),
     ];
     std::fs::write(&manifest, text.concat()).unwrap();
-    let granted = ["approve", "quick", "long"]
+    let granted = ["approve", "quick", "long", "failing"]
         .map(|m| format!("{ARN}{m}"))
         .join(",");
     let mut extra = Vec::new();
@@ -200,4 +205,63 @@ async fn a_killed_worker_resumes_the_same_single_execution() {
         .map(|b| b["name"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(names.len(), 1, "one execution: {names:?}");
+}
+
+/// A FAILED execution ends the task (in the worker) with the tool's name and the execution's
+/// error name, never its cause (the stand-in's `failing` says `hunter2` there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_workflow_fails_its_task_with_the_error_name_only() {
+    let Some(r) = rig("workflow_failed").await else {
+        return;
+    };
+    let c = r.env.client().with_tasks();
+    let id = id_of(&c.tool("failing", json!({"n": 1})).await);
+    let t = poll_terminal(&c, &id, Duration::from_secs(60)).await;
+    assert_eq!(
+        t["error"]["message"], "Tool failing failed: its workflow ended FAILED (Build.Broken)",
+        "{t}"
+    );
+    assert!(!t.to_string().contains("hunter2"), "{t}");
+    assert_eq!(r.calls("StartExecution").len(), 1);
+    assert!(
+        !r.env.logs().contains("hunter2"),
+        "a function logged the cause"
+    );
+}
+
+/// A manifest naming a state machine that ToolStateMachines (`TOOL_STATE_MACHINES`) does not
+/// list fails the cold start of both functions that serve it, naming the machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_machine_the_role_may_not_start_fails_the_cold_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let bins = tokio::task::spawn_blocking(super::support_aws::binaries)
+        .await
+        .unwrap();
+    let path = dir.path().join("tools.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[tool]]\nname = \"w\"\ndescription = \"d\"\ninput_schema = {{ type = \"object\" }}\n\
+             target = {{ step_functions = \"{ARN}payroll\" }}\n"
+        ),
+    )
+    .unwrap();
+    let other = format!("{ARN}approve");
+    for granted in ["", other.as_str()] {
+        for (who, exe) in [("mcp", &bins.mcp), ("worker", &bins.worker)] {
+            let env =
+                super::declared::manifest_env(who, &path, &[("TOOL_STATE_MACHINES", granted)]);
+            let solo = Solo::spawn(who, exe, &env).await;
+            let err = solo
+                .init(Duration::from_secs(20))
+                .await
+                .expect_err("a state machine this function may not start");
+            assert!(
+                err.contains(&format!(
+                    "tool w runs state machine {ARN}payroll, which ToolStateMachines"
+                )),
+                "{who}: {err}"
+            );
+        }
+    }
 }

@@ -1,12 +1,14 @@
-//! `protocol = "plain"`: an unmodified program called once per task with exactly the arguments,
-//! its answer the tool's result — through a task, a synchronous call, a failure and a cancel.
+//! `protocol = "plain"`: an unmodified program, Lambda function or HTTP API called once per
+//! task with exactly the arguments, its answer the tool's result — through a task, a
+//! synchronous call, a failure and a cancel.
 
-use std::time::Duration;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::support::Server;
-use super::write_manifest;
+use super::{Helper, repo, write_manifest};
 
 /// A `plain` command entry running `script` under `sh -c`.
 fn entry(name: &str, script: &str, extra: &str) -> String {
@@ -139,5 +141,181 @@ async fn the_plain_lambda_example_runs_unmodified() {
     assert_eq!(
         t["error"]["message"], "Tool crashes failed: its target's function failed (2 tries)",
         "{t}"
+    );
+}
+
+/// A plain `lambda` target whose function does not answer (the emulated Invoke API's `slow`,
+/// 60 s): a cancel abandons the call, and the task is `cancelled` long before the function
+/// would have answered, with no second invocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_abandons_a_plain_lambda_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.jsonl");
+    let api = super::lambda_api(&log);
+    let manifest = write_manifest(
+        dir.path(),
+        "[[tool]]\nname = \"stuck\"\ndescription = \"an unmodified function\"\n\
+         protocol = \"plain\"\ntask = \"required\"\nmax_retries = 0\nstep_timeout_seconds = 120\n\
+         input_schema = { type = \"object\" }\ntarget = { lambda = \"slow\" }\n",
+    );
+    let env = super::lambda_env(&api.url);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tasks"));
+    cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let s = Server::spawn(
+        cmd,
+        &dir.path().join("data"),
+        &["--tools", &manifest.display().to_string()],
+    );
+    let tasks = s.client().with_tasks();
+    let id = tasks.tool("stuck", json!({"k": 1})).await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The Invoke is under way (the function got the arguments) when the cancel comes.
+    let calls = super::wait_logged(&log, 1, Duration::from_secs(30)).await;
+    assert_eq!(calls[0], json!({"k": 1}));
+    let asked = Instant::now();
+    tasks.call("tasks/cancel", json!({"taskId": id})).await;
+    let t = tasks.wait_terminal(&id, Duration::from_secs(20)).await;
+    assert_eq!(t["status"], "cancelled", "{t}");
+    let took = asked.elapsed();
+    println!("plain lambda: cancelled {took:?} after the cancel, mid-Invoke");
+    assert!(
+        took < Duration::from_secs(30),
+        "waited for the function: {took:?}"
+    );
+    assert_eq!(super::logged(&log).len(), 1, "invoked again");
+}
+
+/// The paths a loopback target logged (`tests/targets/bad_target.py --log`), with their bodies.
+fn requests(log: &Path) -> Vec<(String, Value)> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (
+                v["path"].as_str().unwrap_or_default().to_owned(),
+                v["event"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// An unmodified HTTP API with no signature (`tests/targets/bad_target.py` on a loopback port):
+/// its body is exactly the arguments, its JSON answer the result of a task and of a synchronous
+/// call; a 5xx (retried up to `max_retries`) and a 200 that is not JSON fail naming the tool,
+/// never quoting the body; a cancel abandons a call that does not answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_http_api_is_a_task_a_synchronous_call_a_failure_and_a_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let api = Helper::python(
+        &repo().join("tests/targets/bad_target.py"),
+        &["--log", &log.display().to_string()],
+    );
+    let entry = |name: &str, path: &str, extra: &str| {
+        format!(
+            "[[tool]]\nname = \"{name}\"\ndescription = \"an unmodified API\"\n\
+             protocol = \"plain\"\n{extra}\ninput_schema = {{ type = \"object\" }}\n\
+             target = {{ http = \"{}{path}\" }}\n\n",
+            api.url
+        )
+    };
+    let manifest = write_manifest(
+        dir.path(),
+        &[
+            entry("page", "/ok", "max_retries = 0"),
+            entry("down", "/status/502", "max_retries = 0"),
+            entry(
+                "down_twice",
+                "/status/503",
+                "max_retries = 1\ntask = \"required\"",
+            ),
+            entry("garbled", "/garbage", "max_retries = 0"),
+            entry(
+                "stuck",
+                "/slow",
+                "max_retries = 0\ntask = \"required\"\nstep_timeout_seconds = 120",
+            ),
+        ]
+        .concat(),
+    );
+    let s = Server::start(
+        &dir.path().join("data"),
+        &["--tools", &manifest.display().to_string()],
+    );
+    let answer = json!({"done": {"content": [{"type": "text", "text": "ok"}]}});
+    let tasks = s.client().with_tasks();
+    let id = tasks.tool("page", json!({"n": 1})).await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t = tasks.wait_terminal(&id, Duration::from_secs(20)).await;
+    assert_eq!(t["status"], "completed", "{t}");
+    assert_eq!(t["result"]["structuredContent"], answer, "{t}");
+    assert_eq!(t["result"]["content"][0]["text"], answer.to_string(), "{t}");
+    let sync = s.client();
+    let r = sync.tool("page", json!({"n": 2})).await;
+    assert_eq!(r["structuredContent"], answer, "{r}");
+    // Each call POSTed exactly its arguments, once.
+    let seen: Vec<Value> = requests(&log).into_iter().map(|(_, e)| e).collect();
+    assert_eq!(seen, [json!({"n": 1}), json!({"n": 2})]);
+
+    // Failures: the tool and the kind, never the body (`SECRET-BODY`).
+    let e = sync
+        .send("tools/call", json!({"name": "down", "arguments": {}}))
+        .await
+        .json();
+    assert_eq!(
+        e["error"]["message"], "Tool down failed: its target answered HTTP 502",
+        "{e}"
+    );
+    assert!(!e.to_string().contains("SECRET-BODY"), "{e}");
+    let e = sync
+        .send("tools/call", json!({"name": "garbled", "arguments": {}}))
+        .await
+        .json();
+    assert_eq!(
+        e["error"]["message"],
+        "Tool garbled failed: its target answered with something that is not JSON",
+        "{e}"
+    );
+    assert!(!e.to_string().contains("SECRET-BODY"), "{e}");
+    let id = tasks.tool("down_twice", json!({})).await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t = tasks.wait_terminal(&id, Duration::from_secs(30)).await;
+    assert_eq!(
+        t["error"]["message"], "Tool down_twice failed: its target answered HTTP 503 (2 tries)",
+        "{t}"
+    );
+    assert!(!t.to_string().contains("SECRET-BODY"), "{t}");
+    let tries = requests(&log)
+        .iter()
+        .filter(|(p, _)| p == "/status/503")
+        .count();
+    assert_eq!(tries, 2, "a 5xx is retried up to max_retries");
+
+    // A cancel abandons a call the API never answers (60 s).
+    let id = tasks.tool("stuck", json!({})).await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let start = Instant::now();
+    while !requests(&log).iter().any(|(p, _)| p == "/slow") {
+        assert!(start.elapsed() < Duration::from_secs(30), "never called");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let asked = Instant::now();
+    tasks.call("tasks/cancel", json!({"taskId": id})).await;
+    let t = tasks.wait_terminal(&id, Duration::from_secs(20)).await;
+    assert_eq!(t["status"], "cancelled", "{t}");
+    let took = asked.elapsed();
+    println!("plain http: cancelled {took:?} after the cancel, mid-request");
+    assert!(
+        took < Duration::from_secs(30),
+        "waited for the API: {took:?}"
     );
 }

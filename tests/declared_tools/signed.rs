@@ -237,3 +237,98 @@ async fn signed_steps_pass_an_independent_check_and_carry_the_tasks_trace() {
         assert!(!log.contains(secret), "the log holds a credential:\n{log}");
     }
 }
+
+/// The server with the standard credentials `sigv4_api` expects, no other source of them.
+fn signing_server(dir: &std::path::Path, manifest: &std::path::Path) -> Server {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tasks"));
+    cmd.env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+        .env_remove("AWS_SESSION_TOKEN")
+        .env("AWS_REGION", "eu-west-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_CONFIG_FILE", dir.join("no-config"))
+        .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-credentials"));
+    Server::spawn(
+        cmd,
+        &dir.join("data"),
+        &["--tools", &manifest.display().to_string()],
+    )
+}
+
+/// A `sigv4` target called without the tasks extension: the same signed request, answered in
+/// place (step protocol and `plain` alike); and a signed call that the API does not answer
+/// (60 s) abandoned by a cancel, the task `cancelled` long before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_calls_answer_in_place_and_a_cancel_abandons_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("api.jsonl");
+    let api = sigv4_api(&log, SECRET_KEY);
+    let entry = |name: &str, path: &str, extra: &str| {
+        format!(
+            "[[tool]]\nname = \"{name}\"\ndescription = \"d\"\nmax_retries = 0\n{extra}\n\
+             input_schema = {{ type = \"object\" }}\n\
+             target = {{ http = \"{}{path}\", sigv4 = \"execute-api\" }}\n\n",
+            api.url
+        )
+    };
+    let manifest = write_manifest(
+        dir.path(),
+        &[
+            entry("api", "/prod/step", ""),
+            entry("api_plain", "/prod/plain", "protocol = \"plain\""),
+            entry(
+                "api_slow",
+                "/prod/slow",
+                "task = \"required\"\nstep_timeout_seconds = 120",
+            ),
+        ]
+        .concat(),
+    );
+    let s = signing_server(dir.path(), &manifest);
+    let sync = s.client();
+    let r = sync.tool("api", json!({"n": 1})).await;
+    assert_eq!(r["content"][0]["text"], "signed", "{r}");
+    let r = sync.tool("api_plain", json!({"n": 2})).await;
+    assert_eq!(
+        r["structuredContent"]["done"]["content"][0]["text"], "signed",
+        "{r}"
+    );
+    let seen = lines(&log);
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(seen.iter().all(|l| l["verdict"] == "ok"), "{seen:?}");
+    assert_eq!(
+        seen[1]["event"],
+        json!({"n": 2}),
+        "plain: the arguments alone"
+    );
+
+    let c = s.client().with_tasks();
+    let id = c.tool("api_slow", json!({})).await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The signed request was accepted and is waiting for its answer when the cancel comes.
+    let start = std::time::Instant::now();
+    while !lines(&log).iter().any(|l| l["path"] == "/prod/slow") {
+        assert!(start.elapsed() < Duration::from_secs(30), "never called");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let slow = lines(&log).pop().unwrap();
+    assert_eq!(slow["verdict"], "ok", "{slow}");
+    let asked = std::time::Instant::now();
+    c.call("tasks/cancel", json!({"taskId": id})).await;
+    let t = c.wait_terminal(&id, Duration::from_secs(20)).await;
+    assert_eq!(t["status"], "cancelled", "{t}");
+    let took = asked.elapsed();
+    println!("sigv4 http: cancelled {took:?} after the cancel, mid-request");
+    assert!(
+        took < Duration::from_secs(30),
+        "waited for the API: {took:?}"
+    );
+    assert_eq!(lines(&log).len(), 3, "asked again");
+    let log = s.kill();
+    assert!(
+        !log.contains(SECRET_KEY),
+        "the log holds a credential:\n{log}"
+    );
+}

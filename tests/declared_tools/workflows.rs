@@ -214,3 +214,117 @@ async fn a_killed_server_resumes_the_same_single_execution() {
         .collect();
     assert_eq!(names.len(), 1, "one execution: {names:?}");
 }
+
+/// The object holding `key`, anywhere in `v`, and how many objects and arrays down it is.
+fn holding<'a>(v: &'a Value, key: &str, depth: usize) -> Option<(&'a Value, usize)> {
+    match v {
+        Value::Object(o) if o.contains_key(key) => Some((v, depth)),
+        Value::Object(o) => o.values().find_map(|c| holding(c, key, depth + 1)),
+        Value::Array(a) => a.iter().find_map(|c| holding(c, key, depth + 1)),
+        _ => None,
+    }
+}
+
+/// examples/step-functions/approve.asl.json, checked as the docs promise it (the stand-in plays
+/// its own workflow, so nothing else reads this file): it parses; `StartAt` and every `Next`,
+/// `Default` and choice names a state; every state is reached and every path ends; the waiting
+/// state uses `.waitForTaskToken` and carries `mcp-tasks/input` with the task token and the
+/// input requests, within the six levels the server searches a state's parameters; its paths
+/// read the arguments its manifest entry requires, and its choice reads the answer's shape.
+#[test]
+fn the_example_approval_workflow_is_well_formed() {
+    let dir = repo().join("examples/step-functions");
+    let text = std::fs::read_to_string(dir.join("approve.asl.json")).unwrap();
+    let asl: Value = serde_json::from_str(&text).expect("approve.asl.json is JSON");
+    let states = asl["States"].as_object().expect("States");
+    let start = asl["StartAt"].as_str().expect("StartAt");
+    assert!(states.contains_key(start), "StartAt {start} is no state");
+    let mut reached = std::collections::BTreeSet::from([start.to_owned()]);
+    let mut next = vec![start.to_owned()];
+    while let Some(name) = next.pop() {
+        let s = &states[&name];
+        let kind = s["Type"].as_str().unwrap_or_default();
+        let mut targets: Vec<&Value> = vec![&s["Next"], &s["Default"]];
+        for choice in s["Choices"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+            targets.push(&choice["Next"]);
+        }
+        let targets: Vec<&str> = targets.into_iter().filter_map(Value::as_str).collect();
+        let ends = s["End"] == true || matches!(kind, "Succeed" | "Fail");
+        assert!(
+            ends == targets.is_empty(),
+            "{name} ({kind}): ends or goes on, not both"
+        );
+        for t in targets {
+            assert!(
+                states.contains_key(t),
+                "{name} goes to {t}, which is no state"
+            );
+            if reached.insert(t.to_owned()) {
+                next.push(t.to_owned());
+            }
+        }
+    }
+    let all: std::collections::BTreeSet<String> = states.keys().cloned().collect();
+    assert_eq!(reached, all, "states never reached");
+
+    let waiting: Vec<(&String, &Value)> = states
+        .iter()
+        .filter(|(_, s)| {
+            s["Resource"]
+                .as_str()
+                .is_some_and(|r| r.ends_with(".waitForTaskToken"))
+        })
+        .collect();
+    assert_eq!(waiting.len(), 1, "one waiting state");
+    let (name, state) = waiting[0];
+    assert_eq!(state["Type"], "Task", "{name}");
+    let (holder, depth) =
+        holding(&state["Parameters"], "mcp-tasks/input", 0).expect("mcp-tasks/input");
+    assert!(depth <= 6, "{name}: the marker is {depth} levels down");
+    let question = &holder["mcp-tasks/input"];
+    assert_eq!(question["taskToken.$"], "$$.Task.Token", "{question}");
+    let requests = question["inputRequests"]
+        .as_object()
+        .expect("inputRequests");
+    assert!(!requests.is_empty());
+    for (key, r) in requests {
+        assert_eq!(r["method"], "elicitation/create", "{key}");
+        assert_eq!(r["params"]["requestedSchema"]["type"], "object", "{key}");
+        assert!(
+            r["params"]
+                .get("message")
+                .or(r["params"].get("message.$"))
+                .is_some()
+        );
+        // The choice after it reads this key's action from the answer, where the state puts it.
+        let path = format!(
+            "{}.{key}.action",
+            state["ResultPath"].as_str().unwrap_or("$")
+        );
+        let read = states.values().any(|s| {
+            s["Choices"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["Variable"] == path.as_str()))
+        });
+        assert!(read, "no choice reads {path}");
+    }
+
+    // The first state reads only arguments its manifest entry requires.
+    let path = dir.join("tools.toml");
+    let manifest = mcp_tasks_core::declared::Manifest::read(&path).unwrap();
+    let required: Vec<&str> = manifest.entries[0].input_schema["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    for (key, v) in states[start]["Parameters"].as_object().expect("Parameters") {
+        if let Some(path) = v.as_str().and_then(|p| p.strip_prefix("$.")) {
+            assert!(key.ends_with(".$"), "{key}");
+            assert!(
+                required.contains(&path),
+                "{start} reads {path}, not required"
+            );
+        }
+    }
+}

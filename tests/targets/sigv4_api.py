@@ -2,14 +2,15 @@
 is checked with botocore's signer (an implementation independent of the server's, run by the
 moto venv's Python), as API Gateway's IAM authorizer would; a request without one, with one
 for another key, region or service, older than 5 minutes, or whose signature differs, is
-answered 403. A request that passes gets a step answer `done` whose text is `signed`.
+answered 403. A request that passes gets a step answer `done` whose text is `signed`, except
+on a path containing `/slow`, which it answers only after 60 s (a call to cancel).
 
     .tools/moto/venv/bin/python sigv4_api.py --access-key AK --secret-key SK \
         --region us-east-1 --service execute-api [--log calls.jsonl]
 
 It prints `listening on http://127.0.0.1:PORT` once ready. `--log` appends one JSON line per
 request: {"path", "verdict", "traceparent", "signed_headers", "event"}."""
-import argparse, datetime, hmac, json, re
+import argparse, datetime, hmac, json, re, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from botocore.auth import SigV4Auth
@@ -74,6 +75,8 @@ class Api(BaseHTTPRequestHandler):
                 f.write(json.dumps({"path": self.path, "verdict": v,
                                     "traceparent": self.headers.get("traceparent"),
                                     "event": event}) + "\n")
+        if v == "ok" and "/slow" in self.path:
+            time.sleep(60)
         if v == "ok":
             status, out = 200, {"done": {"content": [{"type": "text", "text": "signed"}]}}
         else:

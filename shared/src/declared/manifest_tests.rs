@@ -281,6 +281,44 @@ target = { command = ["true"] }"#;
     }
 }
 
+/// `poll_seconds` is 1 to 3600 (default 10), and only on a `step_functions` target.
+#[test]
+fn poll_seconds_is_from_1_to_3600_on_a_workflow_only() {
+    let workflow = |extra: &str| {
+        format!(
+            "[[tool]]\nname = \"w\"\ndescription = \"d\"\ninput_schema = {{ type = \"object\" }}\n\
+             target = {{ step_functions = \"arn:aws:states:eu-west-1:123456789012:stateMachine:approve\"{extra} }}\n"
+        )
+    };
+    for bad in [0, 3601] {
+        let text = workflow(&format!(", poll_seconds = {bad}"));
+        let err = parse(&text).expect_err(&text).to_string();
+        assert!(err.starts_with("tools.toml: "), "{err}");
+        assert!(err.contains("tool #1 (w)"), "{err}");
+        assert!(err.contains("poll_seconds must be from 1 to 3600"), "{err}");
+    }
+    for (extra, want) in [
+        ("", 10),
+        (", poll_seconds = 1", 1),
+        (", poll_seconds = 3600", 3600),
+    ] {
+        let m = parse(&workflow(extra)).unwrap();
+        match &m.entries[0].target {
+            TargetKind::StepFunctions { poll, .. } => {
+                assert_eq!(*poll, Duration::from_secs(want), "{extra}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let text = "[[tool]]\nname = \"h\"\ndescription = \"d\"\ninput_schema = { type = \"object\" }\n\
+                target = { http = \"https://x\", poll_seconds = 5 }\n";
+    let err = parse(text).expect_err(text).to_string();
+    assert!(
+        err.contains("poll_seconds is for a step_functions target"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_schema_that_does_not_compile_is_refused_when_checked() {
     let m = parse(

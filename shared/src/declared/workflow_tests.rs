@@ -265,3 +265,69 @@ fn state_machine_arns_are_checked() {
         assert!(!is_state_machine_arn(bad), "{bad}");
     }
 }
+
+/// A parked workflow task whose TTL passes before its next look: the wake-up finds it expired
+/// and stops its execution, instead of leaving the workflow to run on with no task to report
+/// to. Real time: expiry is a wall-clock time.
+#[tokio::test]
+async fn a_workflow_task_past_its_ttl_stops_its_execution_at_the_next_wake() {
+    use crate::engine::{Engine, TaskSettings};
+    use crate::queue::{LocalQueue, WorkKind, WorkMessage};
+    use crate::store::TaskStore as _;
+    use crate::store::memory::MemoryStore;
+    use crate::worker::{Outcome, Worker, WorkerSettings};
+
+    let api = Arc::new(Scripted::default());
+    api.describe.lock().unwrap().push_back(running());
+    let tool = WorkflowTool::new(&entry(None), MACHINE, Duration::from_secs(10), api.clone());
+    let store = Arc::new(MemoryStore::new());
+    let (queue, mut rx) = LocalQueue::new();
+    let queue = Arc::new(queue);
+    let ttl = Duration::from_millis(1500);
+    let settings = TaskSettings {
+        ttl_ms: Some(ttl.as_millis() as u64),
+        ..TaskSettings::default()
+    };
+    let engine = Engine::new(store.clone(), queue.clone(), settings);
+    let tools = Arc::new(crate::tools::Registry::new(vec![
+        Arc::new(tool) as Arc<dyn Tool>
+    ]));
+    let worker = Worker::new(store.clone(), queue, tools, WorkerSettings::default());
+    let task = engine
+        .create_task(&"t".into(), "approve", json!({}), Value::Null, json!({}))
+        .await
+        .unwrap();
+    let msg = rx.recv().await.unwrap();
+    // Started, parked for poll_seconds.
+    let out = worker.handle(&msg, None).await.unwrap();
+    assert!(matches!(out, Outcome::Sleeping(_)), "{out:?}");
+    let parked = store.get(msg.key()).await.unwrap().unwrap();
+    assert_eq!(parked.status, TaskStatus::Working);
+    assert_eq!(api.body_of("StartExecution").len(), 1);
+    assert!(api.body_of("StopExecution").is_empty());
+    let looks = api.body_of("DescribeExecution").len();
+    // The TTL passes while it is parked.
+    let expires = parked.expires_at_ms().expect("a TTL");
+    while crate::clock::now_ms() < expires {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let wake = WorkMessage {
+        kind: WorkKind::Wake(parked.wake_seq),
+        ..msg.clone()
+    };
+    assert_eq!(worker.handle(&wake, None).await.unwrap(), Outcome::Dropped);
+    let stopped = api.body_of("StopExecution");
+    assert_eq!(stopped.len(), 1, "{:?}", api.actions());
+    assert_eq!(
+        stopped[0]["executionArn"],
+        format!(
+            "arn:aws:states:eu-west-1:123456789012:execution:approve:mcp-tasks-{}",
+            task.task_id
+        )
+    );
+    assert_eq!(
+        api.body_of("DescribeExecution").len(),
+        looks,
+        "no look after expiry"
+    );
+}
