@@ -283,6 +283,19 @@ impl Engine {
         }
     }
 
+    /// [`Engine::get`], shared with the store's read cache rather than copied out of it
+    /// (`tasks/get`, which only writes the record out).
+    pub async fn get_shared(&self, id: TaskRef<'_>) -> Result<Arc<TaskRecord>, EngineError> {
+        if !is_valid_task_id(id.task_id) {
+            return Err(EngineError::NotFound);
+        }
+        match self.store.get_shared(id).await {
+            Ok(Some(t)) if !t.is_expired(now_ms()) => Ok(t),
+            Ok(_) => Err(EngineError::NotFound),
+            Err(e) => Err(internal("reading a task failed", e)),
+        }
+    }
+
     /// `tasks/update`: records answers for outstanding keys, resumes the job when nothing is
     /// outstanding. Idempotent: unknown or already answered keys change nothing.
     pub async fn update(

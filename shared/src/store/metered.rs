@@ -44,6 +44,12 @@ impl<S: TaskStore> TaskStore for Metered<S> {
     async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
         self.0.get(id).await
     }
+    async fn get_shared(
+        &self,
+        id: TaskRef<'_>,
+    ) -> Result<Option<std::sync::Arc<TaskRecord>>, StoreError> {
+        self.0.get_shared(id).await
+    }
     async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
         self.0.arguments(id).await
     }

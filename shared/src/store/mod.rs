@@ -178,6 +178,15 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> Result<bool, StoreError>;
     /// Reads one task of one tenant.
     async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError>;
+    /// [`TaskStore::get`], shared: a store that keeps decoded records (the embedded store's
+    /// read cache) hands out the one it holds instead of a copy (`tasks/get`, the most
+    /// repeated request).
+    async fn get_shared(
+        &self,
+        id: TaskRef<'_>,
+    ) -> Result<Option<std::sync::Arc<TaskRecord>>, StoreError> {
+        Ok(self.get(id).await?.map(std::sync::Arc::new))
+    }
     /// The arguments one task of one tenant was created with (read by the worker once per run,
     /// never by the request path).
     async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError>;
@@ -334,7 +343,12 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<TaskRecord, StoreError> {
 /// The one composite key every local adapter uses: the tenant is part of it, so a lookup can
 /// only find the caller's own tasks.
 pub(crate) fn key(id: TaskRef<'_>) -> String {
-    format!("{}\u{1f}{}", id.tenant, id.task_id)
+    // Not `format!`: this runs on every read.
+    let mut k = String::with_capacity(id.tenant.len() + 1 + id.task_id.len());
+    k.push_str(id.tenant);
+    k.push('\u{1f}');
+    k.push_str(id.task_id);
+    k
 }
 
 /// The start of every composite key of `tenant`'s tasks. Tenants never contain control
