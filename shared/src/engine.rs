@@ -289,7 +289,12 @@ impl Engine {
         if !is_valid_task_id(id.task_id) {
             return Err(EngineError::NotFound);
         }
-        match self.store.get_shared(id).await {
+        // The cache first: no boxed future through the store's layers.
+        let found = match self.store.cached(id) {
+            Some(t) => Ok(Some(t)),
+            None => self.store.get_shared(id).await,
+        };
+        match found {
             Ok(Some(t)) if !t.is_expired(now_ms()) => Ok(t),
             Ok(_) => Err(EngineError::NotFound),
             Err(e) => Err(internal("reading a task failed", e)),

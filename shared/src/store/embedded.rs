@@ -241,6 +241,11 @@ impl TaskStore for EmbeddedStore {
         self.read_shared(&key(id))
     }
 
+    fn cached(&self, id: TaskRef<'_>) -> Option<Arc<TaskRecord>> {
+        let st = self.inner.cache.lock();
+        st.records.get(&key(id)).map(|c| c.record.clone())
+    }
+
     async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
         let txn = self.inner.db.begin_read().map_err(backend)?;
         let table = txn.open_table(ARGUMENTS).map_err(backend)?;

@@ -187,6 +187,13 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> Result<Option<std::sync::Arc<TaskRecord>>, StoreError> {
         Ok(self.get(id).await?.map(std::sync::Arc::new))
     }
+    /// The record [`TaskStore::get_shared`] would give, when the store holds it decoded in
+    /// memory and can hand it over without waiting (the embedded store's read cache); `None`
+    /// says nothing about the task: ask `get_shared`.
+    fn cached(&self, id: TaskRef<'_>) -> Option<std::sync::Arc<TaskRecord>> {
+        let _ = id;
+        None
+    }
     /// The arguments one task of one tenant was created with (read by the worker once per run,
     /// never by the request path).
     async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError>;
