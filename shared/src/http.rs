@@ -22,6 +22,7 @@ use http::header::{CACHE_CONTROL, CONTENT_TYPE};
 
 use crate::handler::{HttpRequest, McpService, Reply, ReplyBody};
 use crate::protocol::{McpError, failure};
+use crate::tenant::Tenant;
 
 /// The router: every path and method goes to the service, which decides. The body is read
 /// without a deadline (Lambda: it is already whole).
@@ -83,13 +84,13 @@ struct Edge {
 /// Admitted requests in flight, by tenant.
 struct InFlight {
     max: usize,
-    live: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+    live: std::sync::Mutex<std::collections::HashMap<Tenant, usize>>,
 }
 
 /// One admitted request's place; given back when dropped.
 struct Place {
     gate: Arc<InFlight>,
-    tenant: String,
+    tenant: Tenant,
 }
 
 impl InFlight {
@@ -100,16 +101,16 @@ impl InFlight {
         }
     }
 
-    fn enter(self: &Arc<Self>, tenant: &str) -> Option<Place> {
+    fn enter(self: &Arc<Self>, tenant: &Tenant) -> Option<Place> {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        let n = live.entry(tenant.to_owned()).or_insert(0);
+        let n = live.entry(tenant.clone()).or_insert(0);
         if *n >= self.max {
             return None;
         }
         *n += 1;
         Some(Place {
             gate: self.clone(),
-            tenant: tenant.to_owned(),
+            tenant: tenant.clone(),
         })
     }
 }
@@ -240,7 +241,18 @@ pub fn into_response(reply: Reply) -> Response {
 
 /// [`into_response`], keeping `guard` alive until the response body has been written (or the
 /// client went away): for an SSE answer that is the end of the stream.
-fn into_response_holding<G: Send + Sync + 'static>(reply: Reply, guard: G) -> Response {
+fn into_response_holding<G: Send + Sync + 'static>(mut reply: Reply, guard: G) -> Response {
+    // Text without extra headers (a `tasks/get` answer) the direct way: no builder, no copy
+    // of the content type (a constant).
+    if let (ReplyBody::Text(content_type, text), true) = (&mut reply.body, reply.headers.is_empty())
+        && let Ok(status) = http::StatusCode::from_u16(reply.status)
+    {
+        let mut r = Response::new(Body::from(std::mem::take(text)));
+        *r.status_mut() = status;
+        r.headers_mut()
+            .insert(CONTENT_TYPE, http::HeaderValue::from_static(content_type));
+        return r;
+    }
     let mut builder = Response::builder().status(reply.status);
     for (k, v) in &reply.headers {
         builder = builder.header(*k, v);
