@@ -16,9 +16,14 @@ pub fn now_ms() -> u64 {
 /// Computed directly (the proleptic Gregorian calendar from days since the epoch, after
 /// Howard Hinnant's `civil_from_days`), without a formatter: every `tasks/get` writes two.
 pub fn iso8601(ms: u64) -> String {
+    iso8601_bytes(ms).iter().map(|&b| b as char).collect()
+}
+
+/// [`iso8601`]'s ASCII bytes, without an allocation (a `tasks/get` answer writes them as is).
+pub fn iso8601_bytes(ms: u64) -> [u8; 24] {
     const LAST_MS: u64 = 253_402_300_799_999; // 9999-12-31T23:59:59.999Z
     if ms > LAST_MS {
-        return "1970-01-01T00:00:00.000Z".to_owned();
+        return *b"1970-01-01T00:00:00.000Z";
     }
     let (secs, milli) = (ms / 1000, ms % 1000);
     let (days, rem) = (secs / 86_400, secs % 86_400);
@@ -45,7 +50,7 @@ pub fn iso8601(ms: u64) -> String {
     put(14, 2, rem % 3600 / 60);
     put(17, 2, rem % 60);
     put(20, 3, milli);
-    out.iter().map(|&b| b as char).collect()
+    out
 }
 
 /// Fills `buf` from the operating system's CSPRNG.

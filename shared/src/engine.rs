@@ -280,6 +280,21 @@ impl Engine {
         }
     }
 
+    /// [`Engine::get`], shared with the store's read cache rather than copied out of it
+    /// (`tasks/get`, which only writes the record out).
+    pub async fn get_shared(&self, id: TaskRef<'_>) -> Result<Arc<TaskRecord>, EngineError> {
+        // The cache first: no boxed future through the store's layers.
+        let found = match self.store.cached(id) {
+            Some(t) => Ok(Some(t)),
+            None => self.store.get_shared(id).await,
+        };
+        match found {
+            Ok(Some(t)) if !t.is_expired(now_ms()) => Ok(t),
+            Ok(_) => Err(EngineError::NotFound),
+            Err(e) => Err(internal("reading a task failed", e)),
+        }
+    }
+
     /// `tasks/update`: records answers for outstanding keys, resumes the job when nothing is
     /// outstanding. Idempotent: unknown or already answered keys change nothing.
     pub async fn update(

@@ -241,7 +241,18 @@ pub fn into_response(reply: Reply) -> Response {
 
 /// [`into_response`], keeping `guard` alive until the response body has been written (or the
 /// client went away): for an SSE answer that is the end of the stream.
-fn into_response_holding<G: Send + Sync + 'static>(reply: Reply, guard: G) -> Response {
+fn into_response_holding<G: Send + Sync + 'static>(mut reply: Reply, guard: G) -> Response {
+    // Text without extra headers (a `tasks/get` answer) the direct way: no builder, no copy
+    // of the content type (a constant).
+    if let (ReplyBody::Text(content_type, text), true) = (&mut reply.body, reply.headers.is_empty())
+        && let Ok(status) = http::StatusCode::from_u16(reply.status)
+    {
+        let mut r = Response::new(Body::from(std::mem::take(text)));
+        *r.status_mut() = status;
+        r.headers_mut()
+            .insert(CONTENT_TYPE, http::HeaderValue::from_static(content_type));
+        return r;
+    }
     let mut builder = Response::builder().status(reply.status);
     for (k, v) in &reply.headers {
         builder = builder.header(*k, v);

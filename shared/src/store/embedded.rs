@@ -177,6 +177,11 @@ impl EmbeddedStore {
 
     /// One record: from the cache, or read and (when that is safe) cached; see [`ReadCache`].
     fn read_one(&self, k: &str) -> Result<Option<TaskRecord>, StoreError> {
+        Ok(self.read_shared(k)?.map(Arc::unwrap_or_clone))
+    }
+
+    /// [`Self::read_one`], as the cache holds it: no copy of a cached record.
+    fn read_shared(&self, k: &str) -> Result<Option<Arc<TaskRecord>>, StoreError> {
         let seen = {
             let st = self.inner.cache.lock();
             if let Some(c) = st.records.get(k) {
@@ -205,6 +210,7 @@ impl EmbeddedStore {
                 return Ok(None);
             }
         };
+        let record = Arc::new(record);
         let mut st = self.inner.cache.lock();
         if st.seq == seen && !st.pending.contains(k) && !st.records.contains_key(k) {
             st.put(k.to_owned(), record.clone(), bytes.len());
@@ -229,6 +235,15 @@ impl TaskStore for EmbeddedStore {
 
     async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
         self.read_one(&key(id))
+    }
+
+    async fn get_shared(&self, id: TaskRef<'_>) -> Result<Option<Arc<TaskRecord>>, StoreError> {
+        self.read_shared(&key(id))
+    }
+
+    fn cached(&self, id: TaskRef<'_>) -> Option<Arc<TaskRecord>> {
+        let st = self.inner.cache.lock();
+        st.records.get(&key(id)).map(|c| c.record.clone())
     }
 
     async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {

@@ -44,6 +44,15 @@ impl<S: TaskStore> TaskStore for Metered<S> {
     async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
         self.0.get(id).await
     }
+    async fn get_shared(
+        &self,
+        id: TaskRef<'_>,
+    ) -> Result<Option<std::sync::Arc<TaskRecord>>, StoreError> {
+        self.0.get_shared(id).await
+    }
+    fn cached(&self, id: TaskRef<'_>) -> Option<std::sync::Arc<TaskRecord>> {
+        self.0.cached(id)
+    }
     async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
         self.0.arguments(id).await
     }

@@ -178,6 +178,22 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> Result<bool, StoreError>;
     /// Reads one task of one tenant.
     async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError>;
+    /// [`TaskStore::get`], shared: a store that keeps decoded records (the embedded store's
+    /// read cache) hands out the one it holds instead of a copy (`tasks/get`, the most
+    /// repeated request).
+    async fn get_shared(
+        &self,
+        id: TaskRef<'_>,
+    ) -> Result<Option<std::sync::Arc<TaskRecord>>, StoreError> {
+        Ok(self.get(id).await?.map(std::sync::Arc::new))
+    }
+    /// The record [`TaskStore::get_shared`] would give, when the store holds it decoded in
+    /// memory and can hand it over without waiting (the embedded store's read cache); `None`
+    /// says nothing about the task: ask `get_shared`.
+    fn cached(&self, id: TaskRef<'_>) -> Option<std::sync::Arc<TaskRecord>> {
+        let _ = id;
+        None
+    }
     /// The arguments one task of one tenant was created with (read by the worker once per run,
     /// never by the request path).
     async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError>;
@@ -339,7 +355,12 @@ pub(crate) fn key(id: TaskRef<'_>) -> String {
 
 /// [`key`] of a task id that need not be one (where a listing starts after).
 pub(crate) fn key_at(tenant: &Tenant, task_id: &str) -> String {
-    format!("{tenant}\u{1f}{task_id}")
+    // Not `format!`: this runs on every read.
+    let mut k = String::with_capacity(tenant.len() + 1 + task_id.len());
+    k.push_str(tenant);
+    k.push('\u{1f}');
+    k.push_str(task_id);
+    k
 }
 
 /// The start of every composite key of `tenant`'s tasks. Tenants never contain control

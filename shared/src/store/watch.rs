@@ -142,6 +142,15 @@ impl<S: TaskStore> TaskStore for Watched<S> {
     async fn get(&self, id: TaskRef<'_>) -> Result<Option<TaskRecord>, StoreError> {
         self.inner.get(id).await
     }
+    async fn get_shared(
+        &self,
+        id: TaskRef<'_>,
+    ) -> Result<Option<std::sync::Arc<TaskRecord>>, StoreError> {
+        self.inner.get_shared(id).await
+    }
+    fn cached(&self, id: TaskRef<'_>) -> Option<std::sync::Arc<TaskRecord>> {
+        self.inner.cached(id)
+    }
     async fn arguments(&self, id: TaskRef<'_>) -> Result<Option<Value>, StoreError> {
         self.inner.arguments(id).await
     }

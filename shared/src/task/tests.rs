@@ -76,6 +76,13 @@ fn the_get_answer_writes_the_same_bytes_as_the_json_tree() {
             })
             .unwrap();
             assert_eq!(got, want);
+            let meta_json = serde_json::to_vec(&meta).unwrap();
+            let answer = GetAnswer {
+                id: &id,
+                task: t,
+                meta: &meta,
+            };
+            assert_eq!(answer.to_vec_with(&meta_json).unwrap(), want.as_bytes());
         }
     }
 }
@@ -294,7 +301,14 @@ fn tasks_get_answers_are_the_pinned_bytes() {
                 task: t,
                 meta: &meta,
             };
-            serde_json::to_string(&answer).unwrap() + "\n"
+            let written = serde_json::to_string(&answer).unwrap();
+            // The server's way (its `_meta` written once), byte for byte the same.
+            let meta_json = serde_json::to_vec(&meta).unwrap();
+            assert_eq!(
+                String::from_utf8(answer.to_vec_with(&meta_json).unwrap()).unwrap(),
+                written
+            );
+            written + "\n"
         })
         .collect();
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/task/get_answers.golden");

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::{TaskRecord, TaskStatus};
-use crate::clock::iso8601;
+use crate::clock::iso8601_bytes;
 use crate::protocol::ErrorObject;
 
 /// A task as a client sees it.
@@ -21,13 +21,13 @@ pub(super) struct TaskWire<'a> {
     #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
     meta: Option<&'a Value>,
     #[serde(rename = "createdAt")]
-    created_at: String,
+    created_at: Stamp,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<SortedError<'a>>,
     #[serde(rename = "inputRequests", skip_serializing_if = "Option::is_none")]
     input_requests: Option<&'a BTreeMap<String, Value>>,
     #[serde(rename = "lastUpdatedAt")]
-    last_updated_at: String,
+    last_updated_at: Stamp,
     #[serde(rename = "pollIntervalMs")]
     poll_interval_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -55,7 +55,7 @@ impl TaskRecord {
         let shows = |status| detailed && self.status == status;
         TaskWire {
             meta,
-            created_at: iso8601(self.created_at_ms),
+            created_at: Stamp(iso8601_bytes(self.created_at_ms)),
             error: shows(TaskStatus::Failed).then(|| {
                 SortedError(match &self.error {
                     Some(e) => Cow::Borrowed(e),
@@ -63,7 +63,7 @@ impl TaskRecord {
                 })
             }),
             input_requests: shows(TaskStatus::InputRequired).then_some(&self.input_requests),
-            last_updated_at: iso8601(self.last_updated_at_ms),
+            last_updated_at: Stamp(iso8601_bytes(self.last_updated_at_ms)),
             poll_interval_ms: self.poll_interval_ms,
             result: shows(TaskStatus::Completed).then_some(WithResultType(self.result.as_ref())),
             result_type,
@@ -72,6 +72,16 @@ impl TaskRecord {
             task_id: &self.task_id,
             ttl_ms: self.ttl_ms,
         }
+    }
+}
+
+/// A time as the wire writes it ([`crate::clock::iso8601`]), kept on the stack.
+struct Stamp([u8; 24]);
+
+impl Serialize for Stamp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // Always ASCII digits and separators.
+        s.serialize_str(std::str::from_utf8(&self.0).unwrap_or("1970-01-01T00:00:00.000Z"))
     }
 }
 
@@ -92,6 +102,65 @@ pub struct GetAnswer<'a> {
     pub task: &'a TaskRecord,
     /// The server's `_meta` (serverInfo).
     pub meta: &'a Value,
+}
+
+impl GetAnswer<'_> {
+    /// The answer's bytes: what serializing `self` writes, with the server's `_meta` copied in
+    /// as `meta_json` (`self.meta` written by `serde_json` once, when the server starts) rather
+    /// than written again on every request.
+    pub fn to_vec_with(&self, meta_json: &[u8]) -> Result<Vec<u8>, serde_json::Error> {
+        let mut out = Vec::with_capacity(384 + meta_json.len());
+        out.extend_from_slice(b"{\"id\":");
+        serde_json::to_writer(&mut out, self.id)?;
+        out.extend_from_slice(b",\"jsonrpc\":\"2.0\",\"result\":{\"_meta\":");
+        out.extend_from_slice(meta_json);
+        write_detailed_fields(&mut out, self.task)?;
+        out.extend_from_slice(b"}}");
+        Ok(out)
+    }
+}
+
+/// The fields of [`TaskRecord::wire`]`("complete", true, _)` after `_meta`, each preceded by
+/// its comma, written by hand in [`TaskWire`]'s order: the names and the fixed values need no
+/// escaping, only the strings and JSON values the record holds go through `serde_json`.
+/// `get_answers.golden` holds both ways to the same bytes.
+fn write_detailed_fields(out: &mut Vec<u8>, t: &TaskRecord) -> Result<(), serde_json::Error> {
+    let shows = |status| t.status == status;
+    out.extend_from_slice(b",\"createdAt\":\"");
+    out.extend_from_slice(&iso8601_bytes(t.created_at_ms));
+    out.push(b'"');
+    if shows(TaskStatus::Failed) {
+        out.extend_from_slice(b",\"error\":");
+        let error = match &t.error {
+            Some(e) => Cow::Borrowed(e),
+            None => Cow::Owned(ErrorObject::internal("Task failed")),
+        };
+        serde_json::to_writer(&mut *out, &SortedError(error))?;
+    }
+    if shows(TaskStatus::InputRequired) {
+        out.extend_from_slice(b",\"inputRequests\":");
+        serde_json::to_writer(&mut *out, &t.input_requests)?;
+    }
+    out.extend_from_slice(b",\"lastUpdatedAt\":\"");
+    out.extend_from_slice(&iso8601_bytes(t.last_updated_at_ms));
+    out.extend_from_slice(b"\",\"pollIntervalMs\":");
+    serde_json::to_writer(&mut *out, &t.poll_interval_ms)?;
+    if shows(TaskStatus::Completed) {
+        out.extend_from_slice(b",\"result\":");
+        serde_json::to_writer(&mut *out, &WithResultType(t.result.as_ref()))?;
+    }
+    out.extend_from_slice(b",\"resultType\":\"complete\",\"status\":\"");
+    out.extend_from_slice(t.status.as_str().as_bytes());
+    out.push(b'"');
+    if let Some(m) = &t.status_message {
+        out.extend_from_slice(b",\"statusMessage\":");
+        serde_json::to_writer(&mut *out, m)?;
+    }
+    out.extend_from_slice(b",\"taskId\":");
+    serde_json::to_writer(&mut *out, &t.task_id)?;
+    out.extend_from_slice(b",\"ttlMs\":");
+    serde_json::to_writer(&mut *out, &t.ttl_ms)?;
+    Ok(())
 }
 
 impl Serialize for GetAnswer<'_> {

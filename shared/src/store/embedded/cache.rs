@@ -1,6 +1,6 @@
 //! The embedded store's read cache: decoded records kept in step with the writer thread.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::{FULL, Op, Pending, StoreError};
 use crate::task::TaskRecord;
@@ -51,15 +51,16 @@ pub(super) struct CacheState {
     pub(super) seq: u64,
 }
 
-/// One cached record: the record, its encoded size, the stamp of its put.
+/// One cached record: the record (shared: a `tasks/get` answers from it without a copy), its
+/// encoded size, the stamp of its put.
 pub(super) struct Cached {
-    pub(super) record: TaskRecord,
+    pub(super) record: Arc<TaskRecord>,
     pub(super) size: usize,
     stamp: u64,
 }
 
 impl CacheState {
-    pub(super) fn put(&mut self, k: String, record: TaskRecord, size: usize) {
+    pub(super) fn put(&mut self, k: String, record: impl Into<Arc<TaskRecord>>, size: usize) {
         if size > self.cap / 16 {
             self.remove(&k);
             return;
@@ -70,7 +71,7 @@ impl CacheState {
         if let Some(old) = self.records.insert(
             k.clone(),
             Cached {
-                record,
+                record: record.into(),
                 size,
                 stamp,
             },
