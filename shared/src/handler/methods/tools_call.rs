@@ -13,9 +13,10 @@ use crate::handler::{McpService, Reply, finish};
 use crate::jobs::{JobContext, ProgressSink};
 use crate::protocol::headers::{MCP_NAME, check_params, expect_header};
 use crate::protocol::request::CallToolParams;
+use crate::protocol::state::RoundState;
 use crate::protocol::{McpError, RequestMeta, TASKS_EXTENSION};
 use crate::tenant::Tenant;
-use crate::tools::{Policy, Preflight};
+use crate::tools::{Policy, Preflight, Tool};
 
 impl McpService {
     pub(super) async fn call_tool(
@@ -47,24 +48,7 @@ impl McpService {
             None => None,
             Some(s) => Some(self.open_state(&s, tenant, name, &arguments).await?),
         };
-        // Answers: those carried in the state, plus new ones for keys that are outstanding.
-        // Without a state, every answer is offered to the job, which reads only the keys it
-        // asks for and checks each answer's shape itself: SEP-2322 lets a client answer without
-        // a `requestState` (a server need not issue one), and the conformance suite's
-        // `input-required-result-ignore-extra-params` requires that such answers count.
-        let mut inputs = Map::new();
-        let mut checkpoint = Value::Null;
-        if let Some(s) = &state {
-            inputs.extend(s.answers.clone());
-            checkpoint = s.checkpoint.clone();
-        }
-        if let Some(r) = &responses {
-            for (k, v) in r {
-                if state.as_ref().is_none_or(|s| s.outstanding.contains(k)) {
-                    inputs.insert(k.clone(), v.clone());
-                }
-            }
-        }
+        let (inputs, checkpoint) = offered_answers(state.as_ref(), responses.as_ref());
         let policy = tool.def().policy;
         let as_task = match policy {
             Policy::Sync => false,
@@ -93,24 +77,9 @@ impl McpService {
         }
         if as_task {
             let ctx = make_ctx(ProgressSink::latest_only());
-            let preflight = crate::jobs::runner::preflight_caught(tool.preflight(&ctx));
-            let outcome = match preflight.await {
-                Ok(Preflight::Proceed(cp)) => {
-                    let caps = meta.client_capabilities.clone();
-                    match self.create(tenant, name, &arguments, cp, caps).await {
-                        Ok(task) => {
-                            CallOutcome::Result(finish(task.to_create_result(), "task", &self.meta))
-                        }
-                        Err(CreateError::Quota(q)) => self.quota_refusal(&q),
-                        Err(CreateError::Failed(e)) => return Err(e.into()),
-                    }
-                }
-                Ok(Preflight::NeedInput(reqs)) => {
-                    self.input_required(tenant, name, &arguments, &ctx, reqs.into_iter().collect())
-                        .await
-                }
-                Err(e) => self.job_error(e),
-            };
+            let outcome = self
+                .start_task(tenant, name, &tool, &arguments, &ctx, &meta)
+                .await?;
             return Ok(self.respond(id, outcome));
         }
         let run = InlineRun {
@@ -133,4 +102,61 @@ impl McpService {
             Err(outcome) => Ok(self.respond(id, outcome)),
         }
     }
+
+    /// A task-augmented call: the tool's preflight, then the task created (or the input its
+    /// preflight asks for first, or its error).
+    async fn start_task(
+        &self,
+        tenant: &Tenant,
+        name: &str,
+        tool: &Arc<dyn Tool>,
+        arguments: &Value,
+        ctx: &JobContext,
+        meta: &RequestMeta,
+    ) -> Result<CallOutcome, McpError> {
+        let preflight = crate::jobs::runner::preflight_caught(tool.preflight(ctx));
+        Ok(match preflight.await {
+            Ok(Preflight::Proceed(cp)) => {
+                let caps = meta.client_capabilities.clone();
+                match self.create(tenant, name, arguments, cp, caps).await {
+                    Ok(task) => {
+                        CallOutcome::Result(finish(task.to_create_result(), "task", &self.meta))
+                    }
+                    Err(CreateError::Quota(q)) => self.quota_refusal(&q),
+                    Err(CreateError::Failed(e)) => return Err(e.into()),
+                }
+            }
+            Ok(Preflight::NeedInput(reqs)) => {
+                self.input_required(tenant, name, arguments, ctx, reqs.into_iter().collect())
+                    .await
+            }
+            Err(e) => self.job_error(e),
+        })
+    }
+}
+
+/// The answers a call offers its job, and the checkpoint it resumes from: those carried in the
+/// state, plus new ones for keys that are outstanding. Without a state, every answer is
+/// offered to the job, which reads only the keys it asks for and checks each answer's shape
+/// itself: SEP-2322 lets a client answer without a `requestState` (a server need not issue
+/// one), and the conformance suite's `input-required-result-ignore-extra-params` requires that
+/// such answers count.
+fn offered_answers(
+    state: Option<&RoundState>,
+    responses: Option<&Map<String, Value>>,
+) -> (Map<String, Value>, Value) {
+    let mut inputs = Map::new();
+    let mut checkpoint = Value::Null;
+    if let Some(s) = state {
+        inputs.extend(s.answers.clone());
+        checkpoint = s.checkpoint.clone();
+    }
+    if let Some(r) = responses {
+        for (k, v) in r {
+            if state.is_none_or(|s| s.outstanding.contains(k)) {
+                inputs.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    (inputs, checkpoint)
 }
