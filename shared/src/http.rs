@@ -10,7 +10,9 @@
 //! server, where the body comes from the socket.
 
 use std::convert::Infallible;
+use std::future::Future as _;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use axum::Router;
@@ -103,11 +105,14 @@ impl InFlight {
 
     fn enter(self: &Arc<Self>, tenant: &Tenant) -> Option<Place> {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        let n = live.entry(tenant.clone()).or_insert(0);
-        if *n >= self.max {
-            return None;
+        // Looked up first: a tenant seen before needs no key copied in (the common case).
+        match live.get_mut(tenant) {
+            Some(n) if *n >= self.max => return None,
+            Some(n) => *n += 1,
+            None => {
+                live.insert(tenant.clone(), 1);
+            }
         }
-        *n += 1;
         Some(Place {
             gate: self.clone(),
             tenant: tenant.clone(),
@@ -115,12 +120,17 @@ impl InFlight {
     }
 }
 
+/// Tenants kept at a count of zero (no insert and remove on every request of a returning
+/// tenant); past this many entries a tenant's entry goes when its count does, so the map
+/// stays bounded by the tenants in flight.
+const IDLE_TENANTS_KEPT: usize = 1024;
+
 impl Drop for Place {
     fn drop(&mut self) {
         let mut live = self.gate.live.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(n) = live.get_mut(&self.tenant) {
             *n -= 1;
-            if *n == 0 {
+            if *n == 0 && live.len() > IDLE_TENANTS_KEPT {
                 live.remove(&self.tenant);
             }
         }
@@ -184,9 +194,12 @@ async fn serve_request(edge: &Edge, req: Request) -> Response {
         }
     };
     let limit = service.config().max_body_bytes;
-    let read = axum::body::to_bytes(body, limit);
-    let read = match timeout {
-        Some(t) => match tokio::time::timeout(t, read).await {
+    let mut read = std::pin::pin!(axum::body::to_bytes(body, limit));
+    // A body already received (the usual small request) is read without arming the timer.
+    let first = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
+    let read = match (first, timeout) {
+        (Poll::Ready(r), _) => r,
+        (Poll::Pending, Some(t)) => match tokio::time::timeout(t, read).await {
             Ok(r) => r,
             Err(_) => {
                 let secs = t.as_secs_f64();
@@ -199,7 +212,7 @@ async fn serve_request(edge: &Edge, req: Request) -> Response {
                 return into_response(reply);
             }
         },
-        None => read.await,
+        (Poll::Pending, None) => read.await,
     };
     let body = match read {
         Ok(b) => b,
