@@ -144,19 +144,18 @@ impl Lending {
 mod tests {
     use super::*;
 
+    /// A manifest of one tool, `name`, on `target`.
+    fn one_tool(name: &str, target: &str) -> Manifest {
+        let text = format!(
+            "[[tool]]\nname = \"{name}\"\ndescription = \"x\"\n\
+             input_schema = {{ type = \"object\" }}\ntarget = {target}\n"
+        );
+        Manifest::parse(&text, "test.toml").expect("a valid manifest")
+    }
+
     #[tokio::test]
     async fn a_declared_tool_named_as_a_rust_tool_refuses_to_start() {
-        let manifest = Manifest::parse(
-            r#"
-            [[tool]]
-            name = "wait"
-            description = "x"
-            input_schema = { type = "object" }
-            target = { command = ["true"] }
-            "#,
-            "test.toml",
-        );
-        let manifest = manifest.expect("a valid manifest");
+        let manifest = one_tool("wait", r#"{ command = ["true"] }"#);
         let sources =
             ToolSources::rust(vec![crate::tools::doubles::wait()]).with_manifest(manifest);
         let lending = Lending {
@@ -175,17 +174,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_a_lender_a_lambda_target_refuses_to_load() {
-        let manifest = Manifest::parse(
-            r#"
-            [[tool]]
-            name = "report"
-            description = "x"
-            input_schema = { type = "object" }
-            target = { lambda = "report" }
-            "#,
-            "test.toml",
-        );
-        let manifest = manifest.expect("a valid manifest");
+        let manifest = one_tool("report", r#"{ lambda = "report" }"#);
         let sources = ToolSources::default().with_manifest(manifest);
         assert!(sources.running(&Lending::default()).await.is_err());
     }
