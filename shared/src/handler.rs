@@ -73,9 +73,9 @@ impl From<crate::engine::EngineError> for McpError {
 }
 
 /// How long a streamed answer (a synchronous tool call, a `subscriptions/listen`) may last by
-/// default: 14 minutes, a minute under API Gateway's 15-minute stream and Lambda's 15-minute
-/// timeout, so that the answer (or `-32021`) still goes out.
-pub const DEFAULT_STREAM_BUDGET: Duration = Duration::from_secs(840);
+/// default ([`crate::settings::STREAM_SECONDS`]).
+pub const DEFAULT_STREAM_BUDGET: Duration =
+    Duration::from_secs(crate::settings::STREAM_SECONDS.default);
 
 /// Endpoint settings.
 #[derive(Debug, Clone)]

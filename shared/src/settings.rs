@@ -167,11 +167,13 @@ pub const MAX_TASK_CPU_SECONDS: Whole = Whole {
     reason: QUOTA_REASON,
 };
 
-/// Longest streamed answer, in seconds (a synchronous call answered as SSE, a subscription).
+/// Longest streamed answer, in seconds (a synchronous call answered as SSE, a subscription):
+/// 14 minutes by default, a minute under API Gateway's 15-minute stream and Lambda's
+/// 15-minute timeout, so that the answer (or `-32021`) still goes out.
 pub const STREAM_SECONDS: Whole = Whole {
     flag: "stream-seconds",
     env: "",
-    default: crate::handler::DEFAULT_STREAM_BUDGET.as_secs(),
+    default: 840,
     min: 1,
     max: 86_400,
     reason: "",
