@@ -155,7 +155,7 @@ const WORKER_LAMBDA_ENV: &[(&str, &str)] = &[
     ("MAX_RECEIVES", "5"),
     (
         "TOOL_TARGET_FUNCTIONS",
-        "arn:aws:lambda:us-east-1:123456789012:function:report,arn:aws:lambda:us-east-1:123456789012:function:approve",
+        "arn:aws:lambda:us-east-1:000000000000:function:report,arn:aws:lambda:us-east-1:000000000000:function:approve",
     ),
 ];
 
@@ -197,7 +197,7 @@ const SECRET_MANIFEST_ENV: &[(&str, &str)] = &[
     ),
     (
         "TOOL_TARGET_FUNCTIONS",
-        "arn:aws:lambda:us-east-1:123456789012:function:report",
+        "arn:aws:lambda:us-east-1:000000000000:function:report",
     ),
 ];
 

@@ -11,7 +11,7 @@
 //! read through [`TargetHost::var`] when the manifest's tools are built.
 
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
@@ -25,7 +25,12 @@ pub struct HttpTarget {
     secret: Option<(HeaderName, HeaderSource)>,
     sigv4: Option<(String, Arc<dyn RequestSigner>)>,
     xray: Option<fn() -> Option<String>>,
-    client: reqwest::Client,
+    /// The proxy this target goes through (never one for loopback).
+    proxy: Option<reqwest::Proxy>,
+    /// Built at the first call, not when the manifest loads: building one loads the trusted
+    /// roots (~18 M instructions, 90 % of a cold start with a manifest naming an `http`
+    /// target), which a function that never calls the target should not pay.
+    client: OnceLock<reqwest::Client>,
 }
 
 /// Where the secret header's value comes from.
@@ -79,24 +84,39 @@ impl HttpTarget {
                 );
             }
         };
-        let mut client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            // Never the system's proxy settings as reqwest reads them (HTTP_PROXY for plain
-            // http, macOS and Windows settings): only the one chosen here.
-            .no_proxy();
-        if !loopback && let Some(proxy) = proxy(host)? {
-            client = client.proxy(proxy);
-        }
-        let client = client
-            .build()
-            .map_err(|_| "the HTTP client could not be built".to_owned())?;
+        let proxy = match loopback {
+            true => None,
+            false => proxy(host)?,
+        };
         Ok(Self {
             url,
             secret,
             sigv4,
             xray: host.xray,
-            client,
+            proxy,
+            client: OnceLock::new(),
         })
+    }
+
+    /// The client, built at the first call; a failure to build one (the TLS roots could not be
+    /// loaded) fails this call, retried, and is tried again at the next.
+    fn client(&self) -> Result<&reqwest::Client, TargetError> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
+        let mut builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            // Never the system's proxy settings as reqwest reads them (HTTP_PROXY for plain
+            // http, macOS and Windows settings): only the one chosen here.
+            .no_proxy();
+        if let Some(proxy) = &self.proxy {
+            builder = builder.proxy(proxy.clone());
+        }
+        let built = builder.build().map_err(|e| {
+            tracing::error!(error = %e, "the HTTP client of an http target could not be built");
+            TargetError::Unreachable
+        })?;
+        Ok(self.client.get_or_init(|| built))
     }
 }
 
@@ -214,8 +234,8 @@ fn xray_parts(header: &str) -> Option<(String, Option<String>, bool)> {
 #[async_trait]
 impl Target for HttpTarget {
     async fn call(&self, request: Vec<u8>, limits: CallLimits) -> Result<Vec<u8>, TargetError> {
-        let mut post = self
-            .client
+        let client = self.client()?;
+        let mut post = client
             .post(self.url.clone())
             .timeout(limits.timeout)
             .header(CONTENT_TYPE, "application/json")
@@ -240,8 +260,7 @@ impl Target for HttpTarget {
                 post.headers_mut().insert(name, v);
             }
         }
-        let resp = self
-            .client
+        let resp = client
             .execute(post)
             .await
             .map_err(|e| match e.is_timeout() {

@@ -337,3 +337,30 @@ mod lazy_secret {
         );
     }
 }
+
+/// Loading a manifest builds no HTTP client (that loads the trusted roots, most of a cold
+/// start's work): the first call does, and the next calls reuse it.
+#[tokio::test]
+async fn the_client_is_built_at_the_first_call_not_when_the_target_is() {
+    let (target, seen) = recording().await;
+    let t = HttpTarget::new(
+        &format!("{target}/step"),
+        None,
+        None,
+        &TargetHost::default(),
+    )
+    .unwrap();
+    assert!(t.client.get().is_none(), "built with the target");
+    for _ in 0..2 {
+        let got = t
+            .call(b"{}".to_vec(), limits(Duration::from_secs(5), None))
+            .await;
+        assert_eq!(got.unwrap(), DONE.as_bytes());
+    }
+    let first: *const reqwest::Client = t.client.get().expect("built at the first call");
+    assert!(
+        std::ptr::eq(first, t.client().unwrap()),
+        "one client for every call"
+    );
+    assert_eq!(seen.lock().unwrap().len(), 2);
+}
