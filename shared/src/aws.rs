@@ -59,7 +59,22 @@ pub mod xray;
 /// Every client built from it shares one HTTPS client (one connection pool), the SDK's
 /// default, which sets up TLS at its first call rather than when each client is built
 /// ([`https`]).
+///
+/// Loaded at the first call and kept: a process's environment does not change, and the mcp
+/// and worker functions ask twice at cold start (their ports, and the clients their declared
+/// tools borrow), which loaded it twice (~50 k instructions of a cold start's ~1.3 M).
 pub async fn sdk_config() -> aws_config::SdkConfig {
+    static LOADED: tokio::sync::OnceCell<aws_config::SdkConfig> =
+        tokio::sync::OnceCell::const_new();
+    // Boxed: the loader's future is ~8.7 KB, which every caller's future would otherwise hold
+    // (and copy) inline.
+    LOADED
+        .get_or_init(|| Box::pin(load_sdk_config()))
+        .await
+        .clone()
+}
+
+async fn load_sdk_config() -> aws_config::SdkConfig {
     let mut loader =
         aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(https::client());
     if credentials_in_lambda_environment(|k| std::env::var_os(k).is_some()) {
@@ -69,8 +84,35 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
         if let Some(region) = std::env::var("AWS_REGION").ok().filter(|r| !r.is_empty()) {
             loader = loader.region(aws_config::Region::new(region));
         }
+        // The loader's `profile_files` takes the deprecated alias (aws-config's own code
+        // allows it too); the type behind it is aws-runtime's `EnvConfigFiles`.
+        #[allow(deprecated)]
+        if !names_profile_files(|k| std::env::var_os(k).is_some()) {
+            // A Lambda function has no `~/.aws` (no home at all): reading the default profile
+            // files looked for both and cost ~25 k instructions of every cold start. An
+            // environment that names a profile or a file still gets them read.
+            loader = loader.profile_files(
+                aws_config::profile::profile_file::ProfileFiles::builder()
+                    .with_contents(
+                        aws_config::profile::profile_file::ProfileFileKind::Config,
+                        "",
+                    )
+                    .build(),
+            );
+        }
     }
     loader.load().await
+}
+
+/// Whether the environment names a profile or a profile file, which the SDK would then read.
+fn names_profile_files(is_set: impl Fn(&str) -> bool) -> bool {
+    [
+        "AWS_PROFILE",
+        "AWS_CONFIG_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+    ]
+    .into_iter()
+    .any(is_set)
 }
 
 /// The HTTPS client the AWS clients of this process share ([`https`]: HTTP/1.1, set up at its
@@ -298,6 +340,18 @@ mod tests {
                 !credentials_in_lambda_environment(|k| k != missing && all.contains(&k)),
                 "without {missing}"
             );
+        }
+    }
+
+    #[test]
+    fn profile_files_are_skipped_only_when_nothing_names_one() {
+        assert!(!names_profile_files(|_| false));
+        for k in [
+            "AWS_PROFILE",
+            "AWS_CONFIG_FILE",
+            "AWS_SHARED_CREDENTIALS_FILE",
+        ] {
+            assert!(names_profile_files(|v| v == k), "{k}");
         }
     }
     use super::testing::sdk_at;

@@ -15,7 +15,7 @@
 //! cap on open streams in `streams`; budgets, deadlines and the caller's token expiry in
 //! `deadline`; the `Host`/`Origin` parsing in `hosts`; the operator's metrics in `scrape`.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -208,7 +208,8 @@ pub struct McpService {
     /// `meta` as JSON, written once (`tasks/get` copies it into every answer).
     meta_json: Vec<u8>,
     discover: Map<String, Value>,
-    tools_list: Map<String, Value>,
+    /// The `tools/list` result, made at the first `tools/list` (not at a cold start).
+    tools_list: OnceLock<Map<String, Value>>,
     auth: Option<Authenticator>,
     streams: StreamSlots,
 }
@@ -239,7 +240,6 @@ impl McpService {
     ) -> Self {
         let meta = result_meta(&config.server_name, &config.server_version);
         let discover = methods::discover::result(&config, &meta);
-        let tools_list = methods::tools_list::result(&config, &tools, &meta);
         Self {
             engine,
             tools,
@@ -247,7 +247,7 @@ impl McpService {
             meta_json: serde_json::to_vec(&meta).unwrap_or_default(),
             meta,
             discover,
-            tools_list,
+            tools_list: OnceLock::new(),
             auth: None,
             streams: StreamSlots::new(
                 Arc::new(crate::quota::MemoryRunSlots::default()),

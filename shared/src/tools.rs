@@ -86,6 +86,13 @@ pub trait Tool: Send + Sync + 'static {
     /// Name, description, schema, policy.
     fn def(&self) -> &ToolDef;
 
+    /// The tool's name (its [`ToolDef::name`]). A tool that derives its definition at the first
+    /// [`Tool::def`] (a [typed](typed::typed) one) answers without deriving it, so a registry
+    /// is built at cold start without any tool's schema.
+    fn name(&self) -> &'static str {
+        self.def().name
+    }
+
     /// Runs before a task is created: check arguments (so a bad call is refused at once
     /// rather than becoming a failed task) or ask questions synchronously first.
     async fn preflight(&self, _ctx: &JobContext) -> Result<Preflight, JobError> {
@@ -121,7 +128,7 @@ pub trait Tool: Send + Sync + 'static {
 /// A tool shows as its name (options and registries holding tools stay `Debug`).
 impl std::fmt::Debug for dyn Tool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Tool({})", self.def().name)
+        write!(f, "Tool({})", self.name())
     }
 }
 
@@ -133,13 +140,17 @@ impl crate::jobs::runner::Steps for Arc<dyn Tool> {
     }
 }
 
-/// The tools of one server, in a fixed order, with the `tools/list` body built once.
+/// The tools of one server, in a fixed order. What is derived from their definitions (the
+/// `tools/list` body, the mirrored headers, the compiled schemas) is built at its first need,
+/// once: a cold start builds none of it, and an instance that never answers `tools/list`
+/// never does.
 pub struct Registry {
     tools: Vec<Arc<dyn Tool>>,
     by_name: HashMap<&'static str, usize>,
-    list: Value,
-    /// Per tool, the arguments mirrored in `Mcp-Param-*` headers.
-    mirrored: Vec<Vec<(String, String)>>,
+    /// The `tools` array of `tools/list` (on first use).
+    list: OnceLock<Value>,
+    /// Per tool, the arguments mirrored in `Mcp-Param-*` headers (on first use).
+    mirrored: Vec<OnceLock<Vec<(String, String)>>>,
     /// Per tool, its input schema compiled (on first use), or why it cannot be.
     validators: Vec<OnceLock<Result<crate::schema::Validator, String>>>,
     /// How [`Registry::validate`] checks a tool's arguments: [`Registry::check_schema`] once
@@ -162,33 +173,18 @@ impl Registry {
         let mut by_name = HashMap::new();
         let mut kept: Vec<Arc<dyn Tool>> = Vec::new();
         for t in tools {
-            if by_name.contains_key(t.def().name) {
+            if by_name.contains_key(t.name()) {
                 continue;
             }
-            by_name.insert(t.def().name, kept.len());
+            by_name.insert(t.name(), kept.len());
             kept.push(t);
         }
-        let list = Value::Array(
-            kept.iter()
-                .map(|t| {
-                    let d = t.def();
-                    let mut entry = json!({"name": d.name, "description": d.description, "inputSchema": d.input_schema});
-                    if let Some(title) = t.title() {
-                        entry["title"] = json!(title);
-                    }
-                    entry
-                })
-                .collect(),
-        );
-        let mirrored = kept
-            .iter()
-            .map(|t| crate::protocol::headers::mirrored_params(&t.def().input_schema))
-            .collect();
+        let mirrored = kept.iter().map(|_| OnceLock::new()).collect();
         let validators = kept.iter().map(|_| OnceLock::new()).collect();
         Self {
             tools: kept,
             by_name,
-            list,
+            list: OnceLock::new(),
             mirrored,
             validators,
             check: Self::not_checked,
@@ -206,7 +202,7 @@ impl Registry {
     /// a host wired that way would take arguments nobody checked, so every call is refused,
     /// loudly, instead.
     fn not_checked(&self, i: usize, _arguments: &Value) -> Result<(), String> {
-        let name = self.tools[i].def().name;
+        let name = self.tools[i].name();
         tracing::error!(
             tool = name,
             "arguments reached a registry that does not check them"
@@ -227,7 +223,7 @@ impl Registry {
 
     /// [`Registry::validate`] of tool `i`, with its compiled schema.
     fn check_schema(&self, i: usize, arguments: &Value) -> Result<(), String> {
-        let name = self.tools[i].def().name;
+        let name = self.tools[i].name();
         let validator = self.validators[i].get_or_init(|| {
             crate::schema::Validator::new(&self.tools[i].def().input_schema).map_err(|e| {
                 tracing::error!(tool = name, error = %e, "a tool's inputSchema does not compile");
@@ -261,19 +257,38 @@ impl Registry {
 
     /// The `(header token, argument)` pairs a tool mirrors in `Mcp-Param-*` headers.
     pub fn mirrored_params(&self, name: &str) -> &[(String, String)] {
-        self.by_name
-            .get(name)
-            .map_or(&[], |&i| self.mirrored[i].as_slice())
+        self.by_name.get(name).map_or(&[], |&i| {
+            self.mirrored[i].get_or_init(|| {
+                crate::protocol::headers::mirrored_params(&self.tools[i].def().input_schema)
+            })
+        })
     }
 
     /// The `tools` array of `tools/list`.
     pub fn list(&self) -> &Value {
-        &self.list
+        self.list.get_or_init(|| {
+            Value::Array(
+                self.tools
+                    .iter()
+                    .map(|t| {
+                        let d = t.def();
+                        let mut entry = Map::new();
+                        entry.insert("name".into(), json!(d.name));
+                        entry.insert("description".into(), json!(d.description));
+                        entry.insert("inputSchema".into(), d.input_schema.clone());
+                        if let Some(title) = t.title() {
+                            entry.insert("title".into(), json!(title));
+                        }
+                        Value::Object(entry)
+                    })
+                    .collect(),
+            )
+        })
     }
 
     /// Names in order.
     pub fn names(&self) -> Vec<&'static str> {
-        self.tools.iter().map(|t| t.def().name).collect()
+        self.tools.iter().map(|t| t.name()).collect()
     }
 }
 

@@ -4,8 +4,8 @@
 use lambda_http::tower::ServiceExt as _;
 use lambda_http::{Error, Request, RequestExt as _, run, run_with_streaming_response, service_fn};
 use mcp_tasks_core::aws::lambda::{
-    Config, Ports, Role, http_invocation, http_router, init_logging, prefer_one_cert_bundle,
-    serving_tools,
+    Config, Ports, Role, block_on, http_invocation, http_router, init_logging,
+    prefer_one_cert_bundle, serving_tools,
 };
 use mcp_tasks_core::aws::sdk_config;
 use mcp_tasks_tools::{BUNDLED_MANIFEST, ToolSet};
@@ -13,10 +13,9 @@ use mcp_tasks_tools::{BUNDLED_MANIFEST, ToolSet};
 fn main() -> Result<(), Error> {
     // SAFETY: first thing in the process, before any thread (the runtime's) exists.
     unsafe { prefer_one_cert_bundle() };
-    serve()
+    block_on(serve())
 }
 
-#[tokio::main]
 async fn serve() -> Result<(), Error> {
     init_logging();
     // The requestState key comes from Secrets Manager when the environment names its secret

@@ -3,8 +3,8 @@
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use mcp_tasks_core::aws::lambda::{
-    Config, Ports, Role, SweepReport, Sweeper, flush_metrics, init_logging, prefer_one_cert_bundle,
-    request_deadline,
+    Config, Ports, Role, SweepReport, Sweeper, block_on, flush_metrics, init_logging,
+    prefer_one_cert_bundle, request_deadline,
 };
 
 async fn handler(
@@ -22,10 +22,9 @@ async fn handler(
 fn main() -> Result<(), Error> {
     // SAFETY: first thing in the process, before any thread (the runtime's) exists.
     unsafe { prefer_one_cert_bundle() };
-    serve()
+    block_on(serve())
 }
 
-#[tokio::main]
 async fn serve() -> Result<(), Error> {
     init_logging();
     let config = Config::from_env(Role::Sweep)?;

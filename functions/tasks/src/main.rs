@@ -4,16 +4,16 @@
 use lambda_http::tower::ServiceExt as _;
 use lambda_http::{Error, Request, RequestExt as _, run, service_fn};
 use mcp_tasks_core::aws::lambda::{
-    Config, Ports, Role, http_invocation, init_logging, prefer_one_cert_bundle, tasks_router,
+    Config, Ports, Role, block_on, http_invocation, init_logging, prefer_one_cert_bundle,
+    tasks_router,
 };
 
 fn main() -> Result<(), Error> {
     // SAFETY: first thing in the process, before any thread (the runtime's) exists.
     unsafe { prefer_one_cert_bundle() };
-    serve()
+    block_on(serve())
 }
 
-#[tokio::main]
 async fn serve() -> Result<(), Error> {
     init_logging();
     let config = Config::from_env(Role::Tasks)?;

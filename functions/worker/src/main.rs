@@ -4,7 +4,7 @@
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use mcp_tasks_core::aws::lambda::{
-    Config, Ports, Role, SqsWorker, flush_metrics, init_logging, prefer_one_cert_bundle,
+    Config, Ports, Role, SqsWorker, block_on, flush_metrics, init_logging, prefer_one_cert_bundle,
     running_tools, worker_deadline,
 };
 use mcp_tasks_tools::{BUNDLED_MANIFEST, ToolSet};
@@ -22,10 +22,9 @@ async fn handler(
 fn main() -> Result<(), Error> {
     // SAFETY: first thing in the process, before any thread (the runtime's) exists.
     unsafe { prefer_one_cert_bundle() };
-    serve()
+    block_on(serve())
 }
 
-#[tokio::main]
 async fn serve() -> Result<(), Error> {
     init_logging();
     let config = Config::from_env(Role::Worker)?;

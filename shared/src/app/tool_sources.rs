@@ -25,8 +25,8 @@ pub fn all_tools(
     let mut seen = std::collections::HashSet::new();
     let all: Vec<Arc<dyn Tool>> = rust.into_iter().chain(declared).collect();
     for t in &all {
-        if !seen.insert(t.def().name) {
-            return Err(DuplicateTool(t.def().name.to_owned()));
+        if !seen.insert(t.name()) {
+            return Err(DuplicateTool(t.name().to_owned()));
         }
     }
     Ok(all)

@@ -49,7 +49,7 @@ pub use config::{
     Config, ConfigError, MAX_STREAM_SECONDS, MIN_STREAM_SECONDS, SecretRef, UNKNOWN_TOOL_GRACE,
 };
 pub use logging::init_logging;
-pub use start::prefer_one_cert_bundle;
+pub use start::{block_on, prefer_one_cert_bundle};
 pub use sweep::{SweepError, SweepReport, Sweeper};
 pub use tool_sources::{ToolsError, running_tools, serving_tools};
 pub use worker::{Action, SqsWorker, decide};

@@ -18,13 +18,13 @@
 //! }
 //! ```
 //!
-//! The schema is derived once, when the tool is registered ([`typed`]), and served verbatim in
-//! `tools/list`. [`Registry::validate`](super::Registry::validate) checks every call's
+//! The schema is derived once, at its first need (the first `tools/list`, or the first call of
+//! the tool: never at a cold start), and served verbatim in `tools/list`. [`Registry::validate`](super::Registry::validate) checks every call's
 //! arguments against it at the edge, before any task exists, so a step receives arguments that
 //! already satisfy every bound: it deserializes them ([`TypedTool::step`] gets `&Self::Args`)
 //! and never re-checks a limit by hand.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use schemars::generate::SchemaSettings;
@@ -72,18 +72,15 @@ pub trait TypedTool: Send + Sync + 'static {
 /// A typed tool behind the [`Tool`] interface the engine and the worker use.
 struct Typed<T: TypedTool> {
     tool: T,
-    def: ToolDef,
+    /// Derived at the first [`Tool::def`].
+    def: OnceLock<ToolDef>,
 }
 
-/// Registers a typed tool: derives its schema and wraps it as a [`Tool`].
+/// Registers a typed tool: wraps it as a [`Tool`] whose schema is derived at its first need
+/// (deriving the demonstration tools' schemas was ~70 k instructions of a cold start).
 pub fn typed<T: TypedTool>(tool: T) -> Arc<dyn Tool> {
     Arc::new(Typed {
-        def: ToolDef {
-            name: T::NAME,
-            description: T::DESCRIPTION,
-            input_schema: input_schema::<T::Args>(),
-            policy: T::POLICY,
-        },
+        def: OnceLock::new(),
         tool,
     })
 }
@@ -121,7 +118,16 @@ fn drop_number_formats(schema: &mut Schema) {
 #[async_trait]
 impl<T: TypedTool> Tool for Typed<T> {
     fn def(&self) -> &ToolDef {
-        &self.def
+        self.def.get_or_init(|| ToolDef {
+            name: T::NAME,
+            description: T::DESCRIPTION,
+            input_schema: input_schema::<T::Args>(),
+            policy: T::POLICY,
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        T::NAME
     }
 
     async fn preflight(&self, ctx: &JobContext) -> Result<Preflight, JobError> {
@@ -231,6 +237,58 @@ mod tests {
             })
         );
         crate::schema::Validator::new(&s).expect("compiles");
+    }
+
+    /// Arguments whose schema counts its derivations.
+    #[allow(dead_code)]
+    #[derive(Deserialize)]
+    struct Counted {
+        n: u32,
+    }
+
+    static DERIVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    impl JsonSchema for Counted {
+        fn schema_name() -> std::borrow::Cow<'static, str> {
+            "Counted".into()
+        }
+        fn json_schema(_: &mut schemars::SchemaGenerator) -> Schema {
+            DERIVED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            schemars::json_schema!({"type": "object", "properties": {"n": {"type": "integer"}}})
+        }
+    }
+
+    struct Lazy;
+
+    #[async_trait]
+    impl TypedTool for Lazy {
+        type Args = Counted;
+        const NAME: &'static str = "lazy";
+        const DESCRIPTION: &'static str = "Derives its schema late.";
+        const POLICY: Policy = Policy::Sync;
+        async fn step(&self, _: &Counted, _: &JobContext) -> Result<Step, JobError> {
+            Ok(Step::Done(crate::jobs::text_result("done")))
+        }
+    }
+
+    #[test]
+    fn a_registry_is_built_without_deriving_any_schema_and_derives_each_once() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let registry = super::super::Registry::new(vec![typed(Lazy)]).checking_arguments();
+        assert_eq!(registry.names(), ["lazy"]);
+        assert!(registry.get("lazy").is_some());
+        assert_eq!(
+            DERIVED.load(SeqCst),
+            0,
+            "derived while the registry was built"
+        );
+        assert_eq!(registry.list()[0]["name"], "lazy");
+        assert_eq!(registry.list()[0]["inputSchema"]["type"], "object");
+        assert_eq!(DERIVED.load(SeqCst), 1);
+        assert!(registry.mirrored_params("lazy").is_empty());
+        assert_eq!(registry.validate("lazy", &json!({"n": 1})), Ok(()));
+        assert_eq!(registry.get("lazy").unwrap().def().name, "lazy");
+        assert_eq!(DERIVED.load(SeqCst), 1, "derived once");
     }
 
     #[test]

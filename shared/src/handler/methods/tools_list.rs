@@ -1,4 +1,4 @@
-//! `tools/list`: the registry's tools, one page (made once, when the service is built).
+//! `tools/list`: the registry's tools, one page (made once, at the first `tools/list`).
 
 use serde_json::{Map, Value, json};
 
@@ -26,6 +26,9 @@ impl McpService {
         if p.has_cursor {
             return Err(McpError::invalid_params("Unknown cursor"));
         }
-        Ok(self.reply(id, self.tools_list.clone()))
+        let result = self
+            .tools_list
+            .get_or_init(|| result(&self.config, &self.tools, &self.meta));
+        Ok(self.reply(id, result.clone()))
     }
 }
