@@ -171,9 +171,10 @@ pub enum ReplyBody {
     Json(Value),
     /// Server-sent events: each value is one JSON-RPC message; the last is the response.
     Sse(mpsc::Receiver<Value>),
-    /// Text of the given content type: JSON written directly (`tasks/get`) or a Prometheus
-    /// scrape.
-    Text(&'static str, String),
+    /// Text of the given content type, as its UTF-8 bytes: JSON written directly
+    /// (`tasks/get`, never checked again: `serde_json` and ASCII literals write it) or a
+    /// Prometheus scrape.
+    Text(&'static str, Vec<u8>),
 }
 
 impl Reply {

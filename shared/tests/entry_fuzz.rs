@@ -210,7 +210,7 @@ fn check_reply(body: &[u8], h: HeaderMap, method: Method) -> Result<(), TestCase
             // JSON written directly (tasks/get); any other text kind is a metrics scrape,
             // which this service does not serve.
             ReplyBody::Text("application/json", text) => {
-                Some(vec![serde_json::from_str(&text).expect("a JSON answer")])
+                Some(vec![serde_json::from_slice(&text).expect("a JSON answer")])
             }
             ReplyBody::Text(kind, _) => panic!("a {kind} answer from the MCP endpoint"),
             ReplyBody::Sse(mut rx) => {

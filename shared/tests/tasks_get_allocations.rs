@@ -127,6 +127,7 @@ async fn a_tasks_get_allocates_a_handful_of_times() {
         let ReplyBody::Text(_, body) = &reply.body else {
             panic!("tasks/get answers JSON text: {reply:?}");
         };
+        let body = std::str::from_utf8(body).expect("UTF-8");
         assert!(body.contains(r#""status":"completed""#), "{body}");
         counts.push(n);
     }

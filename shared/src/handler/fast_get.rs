@@ -146,9 +146,7 @@ impl McpService {
         };
         let body = answer
             .to_vec_with(&self.meta_json)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-            .ok_or_else(McpError::internal)?;
+            .map_err(|_| McpError::internal())?;
         Ok(Reply {
             status: 200,
             headers: Vec::new(),

@@ -70,7 +70,7 @@ fn shown(r: &Reply) -> String {
     let body = match &r.body {
         ReplyBody::Empty => String::new(),
         ReplyBody::Json(v) => v.to_string(),
-        ReplyBody::Text(ct, s) => format!("({ct}) {s}"),
+        ReplyBody::Text(ct, s) => format!("({ct}) {}", std::str::from_utf8(s).expect("UTF-8")),
         ReplyBody::Sse(_) => "(sse)".into(),
     };
     format!("{} {:?} {body}", r.status, r.headers)

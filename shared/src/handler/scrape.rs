@@ -41,7 +41,7 @@ pub fn metrics_reply(
         headers: vec![("cache-control", "no-store".into())],
         body: ReplyBody::Text(
             "text/plain; version=0.0.4; charset=utf-8",
-            crate::metrics::global().prometheus(),
+            crate::metrics::global().prometheus().into_bytes(),
         ),
     }
 }

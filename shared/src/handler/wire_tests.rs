@@ -416,7 +416,9 @@ async fn show(reply: Reply) -> String {
     match reply.body {
         ReplyBody::Empty => {}
         ReplyBody::Json(v) => out += &format!("< {v}\n"),
-        ReplyBody::Text(ct, s) => out += &format!("< ({ct}) {s}\n"),
+        ReplyBody::Text(ct, s) => {
+            out += &format!("< ({ct}) {}\n", std::str::from_utf8(&s).expect("UTF-8"))
+        }
         ReplyBody::Sse(mut rx) => {
             while let Some(m) = rx.recv().await {
                 out += &format!("< sse {m}\n");

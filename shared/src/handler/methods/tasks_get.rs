@@ -21,7 +21,7 @@ impl McpService {
             task: &task,
             meta: &self.meta,
         };
-        let body = serde_json::to_string(&answer).map_err(|_| McpError::internal())?;
+        let body = serde_json::to_vec(&answer).map_err(|_| McpError::internal())?;
         Ok(Reply {
             status: 200,
             headers: Vec::new(),
