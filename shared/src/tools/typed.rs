@@ -19,10 +19,11 @@
 //! ```
 //!
 //! The schema is derived once, at its first need (the first `tools/list`, or the first call of
-//! the tool: never at a cold start), and served verbatim in `tools/list`. [`Registry::validate`](super::Registry::validate) checks every call's
-//! arguments against it at the edge, before any task exists, so a step receives arguments that
-//! already satisfy every bound: it deserializes them ([`TypedTool::step`] gets `&Self::Args`)
-//! and never re-checks a limit by hand.
+//! the tool: never at a cold start), and served verbatim in `tools/list`.
+//! [`Registry::validate`](super::Registry::validate) checks every call's arguments against it
+//! at the edge, before any task exists, so a step receives arguments that already satisfy
+//! every bound: it deserializes them ([`TypedTool::step`] gets `&Self::Args`) and never
+//! re-checks a limit by hand.
 
 use std::sync::{Arc, OnceLock};
 
